@@ -1,0 +1,90 @@
+//! `sapc check`: find the files, parse and check each, print every diagnostic.
+
+use std::path::{Path, PathBuf};
+
+use crate::render::{self, SourceText};
+use crate::{Format, exit};
+
+pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
+    let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };
+    let mut files = Vec::new();
+    for path in &paths {
+        if let Err(message) = collect(path, &mut files) {
+            eprintln!("error: {message}");
+            return exit::USAGE;
+        }
+    }
+    if files.is_empty() {
+        eprintln!("error: no `.sap` files found in {}", show_paths(&paths));
+        return exit::USAGE;
+    }
+
+    let mut errors = 0;
+    let mut warnings = 0;
+    let mut out = render::Printer::new(format);
+    for file in &files {
+        let bytes = match std::fs::read(file) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", file.display());
+                return exit::USAGE;
+            }
+        };
+        let source = SourceText::new(file.display().to_string(), bytes);
+        let diagnostics = source.check();
+        for d in &diagnostics {
+            if d.is_error() {
+                errors += 1;
+            } else {
+                warnings += 1;
+            }
+        }
+        out.print(&source, &diagnostics);
+    }
+    if format == Format::Human {
+        eprintln!("{}", summary(files.len(), errors, warnings));
+    }
+    if errors > 0 { exit::ERRORS } else { exit::OK }
+}
+
+fn summary(files: usize, errors: usize, warnings: usize) -> String {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let checked = plural(files, "file");
+    match (errors, warnings) {
+        (0, 0) => format!("checked {checked}: no problems"),
+        (0, w) => format!("checked {checked}: {}", plural(w, "warning")),
+        (e, 0) => format!("checked {checked}: {}", plural(e, "error")),
+        (e, w) => format!("checked {checked}: {} and {}", plural(e, "error"), plural(w, "warning")),
+    }
+}
+
+fn show_paths(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| format!("`{}`", p.display())).collect();
+    shown.join(", ")
+}
+
+/// Adds `path` (a file) or every `*.sap` file under it (a directory), sorted.
+fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    if meta.is_file() {
+        files.push(path.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| format!("cannot read directory `{}`: {e}", path.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for entry in entries {
+        let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        if entry.is_dir() {
+            collect(&entry, files)?;
+        } else if entry.extension().is_some_and(|e| e == "sap") {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}

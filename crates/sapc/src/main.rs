@@ -1,0 +1,59 @@
+//! `sapc`: the command-line front end. It owns the terminal and the file system; the
+//! compiler crates below it take text and return data.
+
+mod check;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "sapc", version, about = "The sap compiler: structured agent procedures")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse and check sap files; directories are searched for `*.sap` recursively.
+    Check {
+        /// Files or directories to check (default: the current directory).
+        paths: Vec<PathBuf>,
+        /// How to print diagnostics.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Rendered for people, on standard error.
+    Human,
+    /// One JSON object per diagnostic per line, on standard output.
+    Json,
+    /// GitHub Actions workflow commands, on standard output.
+    Github,
+}
+
+/// Exit statuses shared by every subcommand.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ERRORS: u8 = 1;
+    pub const USAGE: u8 = 2;
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+    };
+    match cli.command {
+        Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
+    }
+}

@@ -1,0 +1,645 @@
+//! Pest pairs → owned AST. Operator precedence is resolved here with pest's Pratt parser;
+//! literal values (escapes, numbers, multi-line strings) are decoded here, and the few
+//! rules a PEG cannot express well are checked here with located diagnostics.
+
+use std::cell::{Cell, RefCell};
+
+use pest::iterators::Pair;
+use pest::pratt_parser::{Assoc, Op, PrattParser};
+
+use crate::Span;
+use crate::ast::*;
+use crate::diagnostic::Diagnostic;
+use crate::parse::Rule;
+
+/// How deep the expression tree may grow along one path (operators, postfix chains and
+/// nested blocks all count). Bounds every later recursive walk of the tree.
+pub(crate) const MAX_EXPR_DEPTH: u32 = 512;
+
+pub(crate) struct Builder<'s> {
+    /// Pair spans are relative to the item's start, `offset` bytes into the file.
+    offset: usize,
+    pratt: &'s PrattParser<Rule>,
+    pub diagnostics: RefCell<Vec<Diagnostic>>,
+    depth: Cell<u32>,
+    depth_reported: Cell<bool>,
+}
+
+pub(crate) fn pratt() -> PrattParser<Rule> {
+    PrattParser::new()
+        .op(Op::infix(Rule::or, Assoc::Left))
+        .op(Op::infix(Rule::and, Assoc::Left))
+        .op(Op::infix(Rule::eq, Assoc::Left) | Op::infix(Rule::ne, Assoc::Left))
+        .op(Op::infix(Rule::lt, Assoc::Left)
+            | Op::infix(Rule::le, Assoc::Left)
+            | Op::infix(Rule::gt, Assoc::Left)
+            | Op::infix(Rule::ge, Assoc::Left))
+        .op(Op::infix(Rule::add, Assoc::Left) | Op::infix(Rule::sub, Assoc::Left))
+        .op(Op::infix(Rule::mul, Assoc::Left)
+            | Op::infix(Rule::div, Assoc::Left)
+            | Op::infix(Rule::rem, Assoc::Left))
+        .op(Op::prefix(Rule::neg) | Op::prefix(Rule::not))
+}
+
+impl<'s> Builder<'s> {
+    pub fn new(offset: usize, pratt: &'s PrattParser<Rule>) -> Builder<'s> {
+        Builder {
+            offset,
+            pratt,
+            diagnostics: RefCell::new(Vec::new()),
+            depth: Cell::new(0),
+            depth_reported: Cell::new(false),
+        }
+    }
+
+    fn span(&self, pair: &Pair<'_, Rule>) -> Span {
+        let s = pair.as_span();
+        Span::new(self.offset + s.start(), self.offset + s.end())
+    }
+
+    fn error(&self, diagnostic: Diagnostic) {
+        self.diagnostics.borrow_mut().push(diagnostic);
+    }
+
+    // ------------------------------------------------------------ items
+
+    pub fn item(&self, pair: Pair<'_, Rule>) -> Item {
+        let span = self.span(&pair);
+        let mut inner = pair.into_inner().peekable();
+        let doc = self.docs(&mut inner);
+        let body = inner.next().expect("grammar: item has a body");
+        let kind = match body.as_rule() {
+            Rule::fn_item => {
+                let mut it = body.into_inner();
+                let name = self.ident(it.next().unwrap());
+                let params = self.params(it.next().unwrap());
+                let mut ret = None;
+                let mut block = None;
+                for p in it {
+                    match p.as_rule() {
+                        Rule::type_expr => ret = Some(self.type_expr(p)),
+                        _ => block = Some(self.block(p)),
+                    }
+                }
+                ItemKind::Fn(Fn { name, params, ret, body: block.unwrap() })
+            }
+            Rule::extern_fn => {
+                let mut it = body.into_inner();
+                let name = self.ident(it.next().unwrap());
+                let params = self.params(it.next().unwrap());
+                let ret = it.next().map(|p| self.type_expr(p));
+                ItemKind::ExternFn(ExternFn { name, params, ret })
+            }
+            Rule::struct_item => {
+                let mut it = body.into_inner();
+                let name = self.ident(it.next().unwrap());
+                let fields = it
+                    .map(|f| {
+                        let span = self.span(&f);
+                        let mut fi = f.into_inner().peekable();
+                        let doc = self.docs(&mut fi);
+                        let name = self.ident(fi.next().unwrap());
+                        let ty = self.type_expr(fi.next().unwrap());
+                        Field { doc, name, ty, span }
+                    })
+                    .collect();
+                ItemKind::Struct(Struct { name, fields })
+            }
+            Rule::enum_item => {
+                let mut it = body.into_inner();
+                let name = self.ident(it.next().unwrap());
+                let variants = it
+                    .map(|v| {
+                        let mut vi = v.into_inner().peekable();
+                        let doc = self.docs(&mut vi);
+                        Variant { doc, name: self.ident(vi.next().unwrap()) }
+                    })
+                    .collect();
+                ItemKind::Enum(Enum { name, variants })
+            }
+            Rule::alias_item => {
+                let mut it = body.into_inner();
+                let name = self.ident(it.next().unwrap());
+                let ty = self.type_expr(it.next().unwrap());
+                ItemKind::TypeAlias(TypeAlias { name, ty })
+            }
+            Rule::use_item => {
+                let mut it = body.into_inner();
+                let path = self.path(it.next().unwrap());
+                let kind = match it.next() {
+                    None => UseKind::Single,
+                    Some(p) if p.as_rule() == Rule::use_glob => UseKind::Glob,
+                    Some(p) => UseKind::Group(p.into_inner().map(|i| self.ident(i)).collect()),
+                };
+                ItemKind::Use(Use { path, kind })
+            }
+            r => unreachable!("grammar: unexpected item rule {r:?}"),
+        };
+        Item { doc, kind, span }
+    }
+
+    /// Consumes leading `doc_comment` pairs and joins them.
+    fn docs<'i>(
+        &self,
+        it: &mut std::iter::Peekable<impl Iterator<Item = Pair<'i, Rule>>>,
+    ) -> Option<Doc> {
+        let mut text = String::new();
+        let mut span: Option<Span> = None;
+        while let Some(p) = it.next_if(|p| p.as_rule() == Rule::doc_comment) {
+            let line = &p.as_str()[3..];
+            let line = line.strip_prefix(' ').unwrap_or(line).trim_end_matches('\r');
+            if span.is_some() {
+                text.push('\n');
+            }
+            text.push_str(line);
+            let s = self.span(&p);
+            span = Some(span.map_or(s, |old| old.to(s)));
+        }
+        span.map(|span| Doc { text, span })
+    }
+
+    fn params(&self, pair: Pair<'_, Rule>) -> Vec<Param> {
+        pair.into_inner()
+            .map(|p| {
+                let span = self.span(&p);
+                let mut it = p.into_inner().peekable();
+                let doc = self.docs(&mut it);
+                let name = self.ident(it.next().unwrap());
+                let ty = it.next().map(|t| self.type_expr(t));
+                Param { doc, name, ty, span }
+            })
+            .collect()
+    }
+
+    fn ident(&self, pair: Pair<'_, Rule>) -> Ident {
+        Ident { name: pair.as_str().to_owned(), span: self.span(&pair) }
+    }
+
+    fn path(&self, pair: Pair<'_, Rule>) -> Path {
+        let span = self.span(&pair);
+        Path { segments: pair.into_inner().map(|i| self.ident(i)).collect(), span }
+    }
+
+    fn type_expr(&self, pair: Pair<'_, Rule>) -> TypeExpr {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next().unwrap();
+        let kind = match inner.as_rule() {
+            Rule::unit_type => TypeExprKind::Unit,
+            _ => {
+                let mut it = inner.into_inner();
+                let path = self.path(it.next().unwrap());
+                let args = match it.next() {
+                    Some(a) => a.into_inner().map(|t| self.type_expr(t)).collect(),
+                    None => Vec::new(),
+                };
+                TypeExprKind::Named { path, args }
+            }
+        };
+        TypeExpr { kind, span }
+    }
+
+    // ------------------------------------------------------------ statements
+
+    fn block(&self, pair: Pair<'_, Rule>) -> Block {
+        let span = self.span(&pair);
+        let Some(_guard) = self.enter(1, span) else {
+            return Block { stmts: Vec::new(), span };
+        };
+        let stmts = pair.into_inner().map(|s| self.stmt(s)).collect();
+        Block { stmts, span }
+    }
+
+    fn stmt(&self, pair: Pair<'_, Rule>) -> Stmt {
+        let mut it = pair.into_inner().peekable();
+        while let Some(doc) = it.next_if(|p| p.as_rule() == Rule::stmt_doc) {
+            self.error(
+                Diagnostic::warning(
+                    "W0001",
+                    self.span(&doc),
+                    "this doc comment documents nothing",
+                )
+                .with_help(
+                    "doc comments describe items, parameters, fields and variants; use `//` here",
+                ),
+            );
+        }
+        let inner = it.next().expect("grammar: statement has a body");
+        let span = self.span(&inner);
+        let kind = match inner.as_rule() {
+            Rule::let_stmt => {
+                let mut it = inner.into_inner();
+                let name = self.ident(it.next().unwrap());
+                let next = it.next().unwrap();
+                let (ty, init) = if next.as_rule() == Rule::type_expr {
+                    (Some(self.type_expr(next)), self.expr(it.next().unwrap()))
+                } else {
+                    (None, self.expr(next))
+                };
+                StmtKind::Let { name, ty, init }
+            }
+            Rule::assign_stmt => {
+                let mut it = inner.into_inner();
+                let target = self.ident(it.next().unwrap());
+                let op = match it.next().unwrap().as_str() {
+                    "+=" => AssignOp::Add,
+                    "-=" => AssignOp::Sub,
+                    "*=" => AssignOp::Mul,
+                    "/=" => AssignOp::Div,
+                    "%=" => AssignOp::Rem,
+                    _ => AssignOp::Assign,
+                };
+                StmtKind::Assign { target, op, value: self.expr(it.next().unwrap()) }
+            }
+            Rule::return_stmt => StmtKind::Return(inner.into_inner().next().map(|e| self.expr(e))),
+            Rule::break_stmt => StmtKind::Break,
+            Rule::continue_stmt => StmtKind::Continue,
+            Rule::while_stmt => {
+                let mut it = inner.into_inner();
+                let cond = self.expr(it.next().unwrap());
+                StmtKind::While { cond, body: self.block(it.next().unwrap()) }
+            }
+            Rule::for_stmt => {
+                let mut it = inner.into_inner();
+                let var = self.ident(it.next().unwrap());
+                let iter = self.expr(it.next().unwrap());
+                StmtKind::For { var, iter, body: self.block(it.next().unwrap()) }
+            }
+            Rule::expr_stmt => StmtKind::Expr(self.expr(inner.into_inner().next().unwrap())),
+            r => unreachable!("grammar: unexpected statement rule {r:?}"),
+        };
+        Stmt { kind, span }
+    }
+
+    // ------------------------------------------------------------ expressions
+
+    /// Records `cost` more levels of tree depth for the duration of the guard; `None`
+    /// (with one diagnostic per item) when that exceeds [`MAX_EXPR_DEPTH`].
+    fn enter(&self, cost: u32, span: Span) -> Option<DepthGuard<'_>> {
+        let depth = self.depth.get() + cost;
+        if depth > MAX_EXPR_DEPTH {
+            if !self.depth_reported.replace(true) {
+                self.error(
+                    Diagnostic::error("E0004", span, "nesting too deep")
+                        .with_label(format!(
+                            "this expression nests more than {MAX_EXPR_DEPTH} levels deep"
+                        ))
+                        .with_help("split the expression into smaller functions or `let` bindings"),
+                );
+            }
+            return None;
+        }
+        self.depth.set(depth);
+        Some(DepthGuard { cell: &self.depth, cost })
+    }
+
+    fn unit(span: Span) -> Expr {
+        Expr { kind: ExprKind::Unit, span }
+    }
+
+    /// An `expr` or `expr_nostruct` pair: operands and operators in sequence.
+    fn expr(&self, pair: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&pair);
+        let operators = pair.clone().into_inner().filter(|p| !is_term(p.as_rule())).count();
+        let Some(_guard) = self.enter(operators as u32 + 1, span) else {
+            return Self::unit(span);
+        };
+        self.pratt
+            .map_primary(|term| self.term(term))
+            .map_prefix(|op, operand| {
+                let op_span = self.span(&op);
+                let op = if op.as_rule() == Rule::neg { UnaryOp::Neg } else { UnaryOp::Not };
+                let span = op_span.to(operand.span);
+                Expr { kind: ExprKind::Unary { op, operand: Box::new(operand) }, span }
+            })
+            .map_infix(|lhs, op, rhs| {
+                let op = match op.as_rule() {
+                    Rule::or => BinaryOp::Or,
+                    Rule::and => BinaryOp::And,
+                    Rule::eq => BinaryOp::Eq,
+                    Rule::ne => BinaryOp::Ne,
+                    Rule::lt => BinaryOp::Lt,
+                    Rule::le => BinaryOp::Le,
+                    Rule::gt => BinaryOp::Gt,
+                    Rule::ge => BinaryOp::Ge,
+                    Rule::add => BinaryOp::Add,
+                    Rule::sub => BinaryOp::Sub,
+                    Rule::mul => BinaryOp::Mul,
+                    Rule::div => BinaryOp::Div,
+                    _ => BinaryOp::Rem,
+                };
+                let span = lhs.span.to(rhs.span);
+                Expr { kind: ExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }, span }
+            })
+            .parse(pair.into_inner())
+    }
+
+    /// A primary followed by postfix operations, folded left to right.
+    fn term(&self, pair: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&pair);
+        let mut it = pair.into_inner().peekable();
+        let postfix_count = it.len().saturating_sub(1);
+        let Some(_guard) = self.enter(postfix_count as u32, span) else {
+            return Self::unit(span);
+        };
+        let mut expr = self.primary(it.next().expect("grammar: term has a primary"));
+        while let Some(post) = it.next() {
+            let post_span = self.span(&post);
+            let span = expr.span.to(post_span);
+            expr = match post.as_rule() {
+                Rule::call_args => {
+                    let args = self.args(post);
+                    let kind = match expr.kind {
+                        ExprKind::Field { base, name } => {
+                            ExprKind::MethodCall { receiver: base, method: name, args }
+                        }
+                        kind => ExprKind::Call { callee: Box::new(Expr { kind, span: expr.span }), args },
+                    };
+                    Expr { kind, span }
+                }
+                Rule::index => {
+                    let index = self.expr(post.into_inner().next().unwrap());
+                    Expr { kind: ExprKind::Index { base: Box::new(expr), index: Box::new(index) }, span }
+                }
+                Rule::inject => Expr { kind: ExprKind::Inject(Box::new(expr)), span },
+                Rule::field_access => {
+                    let name = self.ident(post.into_inner().next().unwrap());
+                    Expr { kind: ExprKind::Field { base: Box::new(expr), name }, span }
+                }
+                r => unreachable!("grammar: unexpected postfix rule {r:?}"),
+            };
+        }
+        expr
+    }
+
+    /// Call arguments: the only place a placeholder `_` may stand.
+    fn args(&self, pair: Pair<'_, Rule>) -> Vec<Expr> {
+        pair.into_inner()
+            .map(|arg| {
+                if is_bare_placeholder(&arg) {
+                    Expr { kind: ExprKind::Placeholder, span: self.span(&arg) }
+                } else {
+                    self.expr(arg)
+                }
+            })
+            .collect()
+    }
+
+    fn primary(&self, pair: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&pair);
+        let kind = match pair.as_rule() {
+            Rule::int_lit => self.int(pair.as_str(), span),
+            Rule::float_lit => match pair.as_str().replace('_', "").parse::<f64>() {
+                Ok(f) if f.is_finite() => ExprKind::Float(f),
+                _ => {
+                    self.error(
+                        Diagnostic::error("E0006", span, "this number is too large for `f64`")
+                            .with_label("out of range"),
+                    );
+                    ExprKind::Float(0.0)
+                }
+            },
+            Rule::bool_lit => ExprKind::Bool(pair.as_str() == "true"),
+            Rule::string_lit => ExprKind::Str(self.string(pair.into_inner().next().unwrap())),
+            Rule::unit_lit => ExprKind::Unit,
+            Rule::paren => ExprKind::Paren(Box::new(self.expr(pair.into_inner().next().unwrap()))),
+            Rule::list_lit => ExprKind::List(pair.into_inner().map(|e| self.expr(e)).collect()),
+            Rule::block => ExprKind::Block(self.block(pair)),
+            Rule::path => ExprKind::Path(self.path(pair)),
+            Rule::placeholder => {
+                self.error(
+                    Diagnostic::error("E0007", span, "`_` can only stand for an argument of a call")
+                        .with_label("placeholder outside a call's arguments")
+                        .with_help(
+                            "the model fills `_` arguments, as in `analyze_code(ctx, _)`; \
+                             anywhere else write a value",
+                        ),
+                );
+                ExprKind::Placeholder
+            }
+            Rule::struct_lit => {
+                let mut it = pair.into_inner();
+                let path = self.path(it.next().unwrap());
+                let fields = it
+                    .map(|f| {
+                        let mut fi = f.into_inner();
+                        let name = self.ident(fi.next().unwrap());
+                        FieldInit { name, value: fi.next().map(|e| self.expr(e)) }
+                    })
+                    .collect();
+                ExprKind::StructLit { path, fields }
+            }
+            Rule::if_expr => {
+                let mut branches = Vec::new();
+                let mut else_block = None;
+                let mut it = pair.into_inner();
+                let cond = self.expr(it.next().unwrap());
+                branches.push(IfBranch { cond, body: self.block(it.next().unwrap()) });
+                for p in it {
+                    let rule = p.as_rule();
+                    let mut pi = p.into_inner();
+                    if rule == Rule::else_if {
+                        let cond = self.expr(pi.next().unwrap());
+                        branches.push(IfBranch { cond, body: self.block(pi.next().unwrap()) });
+                    } else {
+                        else_block = Some(self.block(pi.next().unwrap()));
+                    }
+                }
+                ExprKind::If { branches, else_block }
+            }
+            Rule::select_expr => {
+                let arms = pair.into_inner().map(|arm| self.select_arm(arm)).collect();
+                ExprKind::Select { arms }
+            }
+            Rule::parallel_for => {
+                let mut it = pair.into_inner();
+                let var = self.ident(it.next().unwrap());
+                let iter = Box::new(self.expr(it.next().unwrap()));
+                ExprKind::ParallelFor { var, iter, body: self.block(it.next().unwrap()) }
+            }
+            r => unreachable!("grammar: unexpected primary rule {r:?}"),
+        };
+        Expr { kind, span }
+    }
+
+    fn select_arm(&self, pair: Pair<'_, Rule>) -> SelectArm {
+        let span = self.span(&pair);
+        let mut it = pair.into_inner();
+        let call = self.term(it.next().unwrap());
+        if !matches!(call.kind, ExprKind::Call { .. } | ExprKind::MethodCall { .. }) {
+            self.error(
+                Diagnostic::error("E0008", call.span, "a `select` arm must start with a call")
+                    .with_label("not a call")
+                    .with_help("write the tool the model may choose, as in `add(_, _) as sum => sum`"),
+            );
+        }
+        let next = it.next().unwrap();
+        let (binding, body) = if next.as_rule() == Rule::ident {
+            (Some(self.ident(next)), self.expr(it.next().unwrap()))
+        } else {
+            (None, self.expr(next))
+        };
+        SelectArm { call, binding, body, span }
+    }
+
+    fn int(&self, text: &str, span: Span) -> ExprKind {
+        let digits: String = text.chars().filter(|&c| c != '_').collect();
+        match digits.parse::<u64>() {
+            Ok(n) if n <= 1 << 63 => ExprKind::Int(n),
+            _ => {
+                self.error(
+                    Diagnostic::error("E0006", span, "this integer literal is too large")
+                        .with_label("larger than any integer type")
+                        .with_help("the largest integer type is `i64`, up to 9223372036854775807"),
+                );
+                ExprKind::Int(0)
+            }
+        }
+    }
+
+    /// Decodes a `plain_string` or `triple_string` pair.
+    fn string(&self, pair: Pair<'_, Rule>) -> String {
+        let raw = pair.as_str();
+        let start = self.span(&pair).start as usize;
+        if pair.as_rule() == Rule::triple_string {
+            let body = &raw[3..raw.len() - 3];
+            let body_start = start + 3;
+            self.unescape_lines(&dedent(body), body, body_start)
+        } else {
+            self.unescape(&raw[1..raw.len() - 1], start + 1)
+        }
+    }
+
+    /// Unescapes dedented text; escape errors point into the original body, located by
+    /// searching for the offending escape (dedent only removes leading spaces).
+    fn unescape_lines(&self, text: &str, original: &str, original_start: usize) -> String {
+        let before = self.diagnostics.borrow().len();
+        let out = self.unescape(text, original_start);
+        // Re-anchor spans of escape errors found in the dedented text.
+        let mut diags = self.diagnostics.borrow_mut();
+        for d in &mut diags[before..] {
+            let rel = d.span.start as usize - original_start;
+            let escape = &text[rel..(rel + d.span.len()).min(text.len())];
+            if let Some(pos) = original.find(escape) {
+                d.span = Span::new(original_start + pos, original_start + pos + escape.len());
+            }
+        }
+        out
+    }
+
+    fn unescape(&self, text: &str, start: usize) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut chars = text.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            let Some((j, e)) = chars.next() else { break };
+            match e {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'r' => out.push('\r'),
+                '0' => out.push('\0'),
+                '\\' => out.push('\\'),
+                '"' => out.push('"'),
+                '\'' => out.push('\''),
+                '\n' => {
+                    // A line continuation: the newline and the next line's indentation go.
+                    while chars.next_if(|&(_, c)| c == ' ' || c == '\t').is_some() {}
+                }
+                'u' => {
+                    let rest = &text[j + 1..];
+                    let decoded = rest
+                        .strip_prefix('{')
+                        .and_then(|r| r.find('}').map(|end| &r[..end]))
+                        .filter(|hex| !hex.is_empty() && hex.len() <= 6)
+                        .and_then(|hex| u32::from_str_radix(hex, 16).ok().map(|v| (hex.len(), v)));
+                    match decoded.and_then(|(len, v)| char::from_u32(v).map(|c| (len, c))) {
+                        Some((len, ch)) => {
+                            out.push(ch);
+                            for _ in 0..len + 2 {
+                                chars.next();
+                            }
+                        }
+                        None => self.error(
+                            Diagnostic::error(
+                                "E0005",
+                                Span::new(start + i, start + j + 1),
+                                "invalid unicode escape",
+                            )
+                            .with_label("expected `\\u{…}` with 1 to 6 hex digits of a valid character"),
+                        ),
+                    }
+                }
+                other => self.error(
+                    Diagnostic::error(
+                        "E0005",
+                        Span::new(start + i, start + j + other.len_utf8()),
+                        format!("unknown escape `\\{other}` in a string"),
+                    )
+                    .with_label("unknown escape")
+                    .with_help(r#"the escapes are \n \t \r \0 \\ \" \' and \u{…}; write \\ for a backslash"#),
+                ),
+            }
+        }
+        out
+    }
+}
+
+struct DepthGuard<'a> {
+    cell: &'a Cell<u32>,
+    cost: u32,
+}
+
+impl Drop for DepthGuard<'_> {
+    fn drop(&mut self) {
+        self.cell.set(self.cell.get() - self.cost);
+    }
+}
+
+fn is_term(rule: Rule) -> bool {
+    matches!(rule, Rule::term | Rule::term_nostruct)
+}
+
+/// An argument that is exactly `_` (an `expr` holding one term holding a placeholder).
+fn is_bare_placeholder(arg: &Pair<'_, Rule>) -> bool {
+    let mut it = arg.clone().into_inner();
+    match (it.next(), it.next()) {
+        (Some(term), None) if is_term(term.as_rule()) => {
+            let mut t = term.into_inner();
+            matches!((t.next(), t.next()), (Some(p), None) if p.as_rule() == Rule::placeholder)
+        }
+        _ => false,
+    }
+}
+
+/// The text of a `"""` string: a first line that is empty is dropped, a last line that is
+/// only indentation is dropped, and the common indentation of the other lines is removed.
+fn dedent(body: &str) -> String {
+    let body = body.strip_prefix("\r\n").or_else(|| body.strip_prefix('\n')).unwrap_or(body);
+    let mut lines: Vec<&str> = body.split('\n').collect();
+    if lines.len() > 1 && lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    let indent = lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
+        .min()
+        .unwrap_or(0);
+    let stripped: Vec<&str> =
+        lines.iter().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect();
+    stripped.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dedent;
+
+    #[test]
+    fn dedent_removes_common_indentation_and_delimiter_lines() {
+        assert_eq!(dedent("\n    a\n      b\n    "), "a\n  b");
+        assert_eq!(dedent("one line"), "one line");
+        assert_eq!(dedent("\n  a\n\n  b\n"), "a\n\nb");
+    }
+}

@@ -1,0 +1,386 @@
+//! Turns a pest failure into a diagnostic that reads as prose: what was expected, in
+//! which construct, and what was found instead — never a list of grammar rule names.
+//!
+//! The construct comes from the innermost bracket left open before the error (found by
+//! re-lexing the item): "expected `)` after the arguments of `add`".
+
+use pest::error::{Error, ErrorVariant, InputLocation};
+
+use crate::Span;
+use crate::diagnostic::Diagnostic;
+use crate::parse::Rule;
+use crate::scan::{Event, lex};
+
+pub(crate) fn error_offset(error: &Error<Rule>) -> usize {
+    match error.location {
+        InputLocation::Pos(p) => p,
+        InputLocation::Span((s, _)) => s,
+    }
+}
+
+/// What the parser could have accepted at the error position.
+#[derive(Default)]
+struct Expected {
+    /// Punctuation and keywords, in source spelling.
+    tokens: Vec<String>,
+    /// Categories: "an expression", "a type", ….
+    things: Vec<&'static str>,
+    /// The parser was ready to continue what came before (an operator, another
+    /// statement, an `else`): so that construct was complete, and its enclosing bracket
+    /// could have been closed here.
+    may_close: bool,
+}
+
+impl Expected {
+    fn add_thing(&mut self, thing: &'static str) {
+        if !self.things.contains(&thing) {
+            self.things.push(thing);
+        }
+    }
+
+    fn add_token(&mut self, token: &str) {
+        if !self.tokens.iter().any(|t| t == token) {
+            self.tokens.push(token.to_owned());
+        }
+    }
+
+    fn has(&self, token: &str) -> bool {
+        self.tokens.iter().any(|t| t == token)
+    }
+}
+
+/// Tokens that only continue an expression; listing them hides what is really missing.
+const CONTINUATIONS: &[&str] = &[
+    "||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "!", ".", "(", "[",
+    "::", "+=", "-=", "*=", "/=", "%=",
+];
+
+fn collect_expected(error: &Error<Rule>) -> Expected {
+    let mut expected = Expected::default();
+    let mut continues_expression = false;
+    if let ErrorVariant::ParsingError { positives, .. } = &error.variant {
+        for rule in positives {
+            match describe_rule(*rule) {
+                Describe::Token(t) => expected.add_token(t),
+                Describe::Continuation => {
+                    continues_expression = true;
+                    expected.may_close = true;
+                }
+                Describe::Thing(t) => {
+                    // After a whole statement the block may end.
+                    expected.may_close |= t == "a statement";
+                    expected.add_thing(t);
+                }
+                Describe::Nothing => {}
+            }
+        }
+    }
+    if let Some(attempts) = error.parse_attempts() {
+        // pest does not export its token type; its `Display` is the token as written, or
+        // `a..z` for ranges and `BUILTIN_RULE` for builtins, which say nothing useful.
+        for token in attempts.expected_tokens() {
+            let token = token.to_string();
+            let useless = !token.chars().all(|c| c.is_ascii_graphic())
+                || token == "BUILTIN_RULE"
+                || (token.len() > 2 && token.contains(".."))
+                || matches!(token.as_str(), "//" | "/*" | "///");
+            if !useless {
+                expected.add_token(&token);
+            }
+        }
+    }
+    if expected.things.contains(&"a name") {
+        expected.tokens.retain(|t| t != "_");
+    }
+    // Operators and postfix tokens are only worth naming when nothing else fits.
+    let structural: Vec<String> =
+        expected.tokens.iter().filter(|t| !CONTINUATIONS.contains(&t.as_str())).cloned().collect();
+    if !structural.is_empty() || !expected.things.is_empty() {
+        expected.tokens = structural;
+    } else if continues_expression && expected.tokens.is_empty() {
+        expected.add_thing("an operator");
+    }
+    expected
+}
+
+enum Describe {
+    Thing(&'static str),
+    Token(&'static str),
+    Continuation,
+    Nothing,
+}
+
+fn describe_rule(rule: Rule) -> Describe {
+    use Describe::*;
+    match rule {
+        Rule::ident | Rule::path => Thing("a name"),
+        Rule::type_expr | Rule::named_type | Rule::unit_type => Thing("a type"),
+        Rule::expr
+        | Rule::expr_nostruct
+        | Rule::term
+        | Rule::term_nostruct
+        | Rule::neg
+        | Rule::not
+        | Rule::if_expr
+        | Rule::select_expr
+        | Rule::parallel_for
+        | Rule::bool_lit
+        | Rule::float_lit
+        | Rule::int_lit
+        | Rule::string_lit
+        | Rule::unit_lit
+        | Rule::paren
+        | Rule::list_lit
+        | Rule::struct_lit
+        | Rule::placeholder => Thing("an expression"),
+        Rule::stmt
+        | Rule::let_stmt
+        | Rule::assign_stmt
+        | Rule::return_stmt
+        | Rule::break_stmt
+        | Rule::continue_stmt
+        | Rule::while_stmt
+        | Rule::for_stmt
+        | Rule::expr_stmt => Thing("a statement"),
+        Rule::item
+        | Rule::item_entry
+        | Rule::fn_item
+        | Rule::extern_fn
+        | Rule::struct_item
+        | Rule::enum_item
+        | Rule::alias_item
+        | Rule::use_item => Thing("an item (`fn`, `extern fn`, `struct`, `enum`, `type` or `use`)"),
+        Rule::param => Thing("a parameter"),
+        Rule::params => Token("("),
+        Rule::field => Thing("a field"),
+        Rule::variant => Thing("a variant"),
+        Rule::field_init => Thing("a field"),
+        Rule::select_arm => Thing("a `select` arm"),
+        Rule::block => Token("{"),
+        Rule::assign_op => Token("="),
+        Rule::else_if | Rule::else_block | Rule::type_args => Continuation,
+        Rule::use_glob => Token("*"),
+        Rule::use_group => Token("{"),
+        Rule::or
+        | Rule::and
+        | Rule::eq
+        | Rule::ne
+        | Rule::le
+        | Rule::ge
+        | Rule::lt
+        | Rule::gt
+        | Rule::add
+        | Rule::sub
+        | Rule::mul
+        | Rule::div
+        | Rule::rem
+        | Rule::call_args
+        | Rule::index
+        | Rule::inject
+        | Rule::field_access => Continuation,
+        _ => Nothing,
+    }
+}
+
+/// The innermost bracket still open at `at`, lexing from the start of the item.
+fn open_bracket(src: &str, item_start: usize, at: usize) -> Option<(usize, u8)> {
+    let mut stack = Vec::new();
+    lex(src, item_start, at.min(src.len()), |event| {
+        match event {
+            Event::Open(p, b) => stack.push((p, b)),
+            Event::Close(_) => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        true
+    });
+    stack.pop()
+}
+
+/// The word that ends just before `end`, skipping whitespace.
+fn word_before(src: &str, end: usize) -> Option<&str> {
+    let head = src[..end].trim_end();
+    let start = head
+        .char_indices()
+        .rev()
+        .take_while(|&(_, c)| c.is_alphanumeric() || c == '_')
+        .last()
+        .map(|(i, _)| i)?;
+    Some(&head[start..])
+}
+
+/// The start of the word that ends just before `end`.
+fn word_start_before(src: &str, end: usize) -> usize {
+    let head = src[..end].trim_end();
+    head.char_indices()
+        .rev()
+        .take_while(|&(_, c)| c.is_alphanumeric() || c == '_')
+        .last()
+        .map_or(head.len(), |(i, _)| i)
+}
+
+/// Describes the construct an open bracket belongs to: "the arguments of `add`".
+fn construct(src: &str, item_start: usize, open: usize, bracket: u8) -> String {
+    let name = word_before(src, open);
+    let before_name = name.map(|_| word_before(src, word_start_before(src, open)));
+    let first_brace = src[item_start..open].find('{').is_none();
+    let item_name = || {
+        let mut words = src[item_start..].split(|c: char| !(c.is_alphanumeric() || c == '_'));
+        words.find(|w| !w.is_empty() && !matches!(*w, "fn" | "extern"))
+            .map(str::to_owned)
+    };
+    match bracket {
+        b'(' => match (name, before_name.flatten()) {
+            (Some(n), Some("fn")) => format!("the parameters of `{n}`"),
+            (Some(n), _) if !is_keyword(n) => format!("the arguments of `{n}`"),
+            _ => "the parenthesized expression".to_owned(),
+        },
+        b'[' => match name {
+            Some(_) => "the index".to_owned(),
+            None => "the list".to_owned(),
+        },
+        _ => match (name, before_name.flatten()) {
+            (Some(n), Some("struct")) => format!("the fields of `{n}`"),
+            (Some(n), Some("enum")) => format!("the variants of `{n}`"),
+            (Some("select"), _) => "the `select`".to_owned(),
+            _ if first_brace && src[item_start..].trim_start_matches(['/', ' ']).contains("fn") => {
+                match item_name() {
+                    Some(n) => format!("the body of `{n}`"),
+                    None => "the function body".to_owned(),
+                }
+            }
+            _ => "this block".to_owned(),
+        },
+    }
+}
+
+fn is_keyword(word: &str) -> bool {
+    matches!(
+        word,
+        "fn" | "extern" | "struct" | "enum" | "type" | "use" | "let" | "if" | "else" | "while"
+            | "for" | "in" | "break" | "continue" | "return" | "select" | "parallel" | "as"
+            | "true" | "false"
+    )
+}
+
+/// A short description of the source at `at`: "`foo`", "a string", "the end of the file".
+fn found(src: &str, at: usize) -> (String, Span) {
+    let rest = &src[at.min(src.len())..];
+    let Some(c) = rest.chars().next() else {
+        return ("the end of the file".to_owned(), Span::new(src.len(), src.len()));
+    };
+    if rest.starts_with("///") {
+        let len = rest.find('\n').unwrap_or(rest.len());
+        return ("a doc comment".to_owned(), Span::new(at, at + len));
+    }
+    if c.is_alphanumeric() || c == '_' {
+        let len = rest
+            .char_indices()
+            .find(|&(_, c)| !(c.is_alphanumeric() || c == '_'))
+            .map_or(rest.len(), |(i, _)| i);
+        let word = &rest[..len];
+        let shown: String = word.chars().take(30).collect();
+        let text = if c.is_ascii_digit() { format!("the number `{shown}`") } else { format!("`{shown}`") };
+        return (text, Span::new(at, at + len));
+    }
+    if c == '"' {
+        return ("a string".to_owned(), Span::new(at, at + 1));
+    }
+    for op in ["==", "!=", "<=", ">=", "&&", "||", "->", "=>", "::", "+=", "-=", "*=", "/=", "%="] {
+        if rest.starts_with(op) {
+            return (format!("`{op}`"), Span::new(at, at + 2));
+        }
+    }
+    if c.is_control() || c == '\u{FFFD}' {
+        return (format!("the character U+{:04X}", c as u32), Span::new(at, at + c.len_utf8()));
+    }
+    (format!("`{c}`"), Span::new(at, at + c.len_utf8()))
+}
+
+fn could_start_expression(src: &str, at: usize) -> bool {
+    let rest = &src[at.min(src.len())..];
+    let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    match rest.chars().next() {
+        Some(c) if c.is_alphanumeric() || c == '_' => {
+            !is_keyword(&word) || matches!(word.as_str(), "true" | "false" | "if" | "select" | "parallel")
+        }
+        Some('-') => !rest.starts_with("->"),
+        Some('"' | '(' | '[' | '!') => true,
+        _ => false,
+    }
+}
+
+/// Whether the `{` at `open` holds a comma-separated list (struct fields, enum variants,
+/// a struct literal) rather than statements.
+fn construct_is_list(src: &str, open: usize) -> bool {
+    let before_name = word_before(src, word_start_before(src, open));
+    matches!(before_name, Some("struct" | "enum"))
+        || word_before(src, open).is_some_and(|w| w.starts_with(|c: char| c.is_uppercase()))
+}
+
+/// "after `let`" when the token before the error is a keyword that introduces a name.
+fn after_keyword(src: &str, at: usize) -> Option<&str> {
+    word_before(src, at).filter(|w| {
+        matches!(*w, "let" | "fn" | "struct" | "enum" | "type" | "use" | "for" | "as" | "extern")
+    })
+}
+
+fn join_or(parts: &[String]) -> String {
+    match parts {
+        [] => "something else".to_owned(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Error<Rule>) -> Diagnostic {
+    let expected = collect_expected(error);
+    let (found_text, found_span) = found(src, at);
+
+    // Closing the innermost open bracket is the most useful suggestion when it fits.
+    if let Some((open, bracket)) = open_bracket(src, item_start, at) {
+        let closer = match bracket {
+            b'(' => ")",
+            b'[' => "]",
+            _ => "}",
+        };
+        if expected.has(closer) || expected.may_close {
+            let what = construct(src, item_start, open, bracket);
+            let separated = bracket != b'{' || construct_is_list(src, open);
+            let (message, help) = if separated && could_start_expression(src, at) {
+                (
+                    format!("expected `,` or `{closer}` in {what}, found {found_text}"),
+                    "separate the elements with `,`".to_owned(),
+                )
+            } else {
+                let verb = if bracket == b'(' || bracket == b'[' { "after" } else { "to close" };
+                (
+                    format!("expected `{closer}` {verb} {what}, found {found_text}"),
+                    format!("add `{closer}`"),
+                )
+            };
+            return Diagnostic::error("E0001", found_span, message)
+                .with_label(format!("expected `{closer}` here"))
+                .with_secondary(Span::new(open, open + 1), format!("`{}` opened here", bracket as char))
+                .with_help(help);
+        }
+    }
+
+    let mut parts: Vec<String> = expected.tokens.iter().map(|t| format!("`{t}`")).collect();
+    parts.extend(expected.things.iter().map(|t| (*t).to_owned()));
+    if parts.len() > 6 {
+        parts.truncate(6);
+        parts.push("…".to_owned());
+    }
+    let mut what = join_or(&parts);
+    if let Some(keyword) = after_keyword(src, at) {
+        what = format!("{what} after `{keyword}`");
+    }
+    let mut diagnostic = Diagnostic::error("E0001", found_span, format!("expected {what}, found {found_text}"))
+        .with_label(format!("unexpected {found_text}"));
+    if found_text == "a doc comment" {
+        diagnostic = diagnostic.with_help("doc comments must stand right before what they document");
+    }
+    diagnostic
+}

@@ -1,0 +1,49 @@
+//! The sap surface syntax: a pest grammar and an owned AST with byte spans.
+//!
+//! `parse` never panics and always returns a [`ast::SourceFile`], together with every
+//! syntax diagnostic it found. Items that fail to parse are left out of the file and the
+//! parser resumes at the next line that starts an item, so one broken function does not
+//! hide the others. No pest type appears in the public API.
+
+pub mod ast;
+mod build;
+mod diagnostic;
+mod errors;
+mod line_index;
+mod parse;
+mod scan;
+pub mod sexpr;
+
+pub use diagnostic::{Diagnostic, Label, Severity};
+pub use line_index::{LineCol, LineIndex};
+pub use parse::{MAX_NESTING, Parse, parse};
+
+/// A byte range in one source file. Offsets are `u32`: sap files are limited to 4 GiB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start: start as u32, end: end as u32 }
+    }
+
+    pub fn len(self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.start == self.end
+    }
+
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+}

@@ -1,0 +1,108 @@
+//! The parse driver: pre-scan, then one pest parse per top-level item, with recovery at
+//! the next line that starts an item.
+
+use pest::Parser;
+
+use crate::ast::SourceFile;
+use crate::build::{Builder, pratt};
+use crate::diagnostic::Diagnostic;
+use crate::{Span, errors, scan};
+
+#[derive(pest_derive::Parser)]
+#[grammar = "sap.pest"]
+pub(crate) struct SapParser;
+
+/// How deeply brackets may nest. Deeper input gets a "nesting too deep" error instead of
+/// exhausting the parser's stack.
+pub const MAX_NESTING: usize = 128;
+
+/// The result of parsing one file: always a tree, plus every problem found.
+#[derive(Clone, Debug)]
+pub struct Parse {
+    pub file: SourceFile,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Parse {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+pub fn parse(src: &str) -> Parse {
+    let file_span = Span::new(0, src.len());
+    if src.len() > u32::MAX as usize {
+        let d = Diagnostic::error("E0001", Span::new(0, 0), "this file is larger than 4 GiB");
+        return Parse { file: SourceFile { items: Vec::new(), span: Span::new(0, 0) }, diagnostics: vec![d] };
+    }
+    pest::set_error_detail(true);
+    let scan = scan::scan(src, MAX_NESTING);
+    let pratt = pratt();
+    let mut items = Vec::new();
+    let mut diagnostics: Vec<Diagnostic> = scan.poisons.iter().map(|p| p.diagnostic.clone()).collect();
+
+    let mut pos = skip_trivia(src, 0);
+    while pos < src.len() {
+        // Parse up to the next region the pre-scan ruled out.
+        let poison = scan.poisons.iter().find(|p| p.resume > pos);
+        let limit = poison.map_or(src.len(), |p| p.start.max(pos));
+        if limit == pos {
+            pos = next_recovery_point(&scan.recovery_points, poison.map_or(src.len(), |p| p.resume - 1));
+            pos = skip_trivia(src, pos);
+            continue;
+        }
+        match SapParser::parse(Rule::item_entry, &src[pos..limit]) {
+            Ok(mut pairs) => {
+                let pair = pairs.next().expect("grammar: item_entry yields an item");
+                let end = pos + pair.as_span().end();
+                let builder = Builder::new(pos, &pratt);
+                items.push(builder.item(pair));
+                diagnostics.extend(builder.diagnostics.into_inner());
+                pos = skip_trivia(src, end);
+            }
+            Err(error) => {
+                let at = pos + errors::error_offset(&error);
+                // An item cut short by a poisoned region is explained by that region's error.
+                if at < limit || limit == src.len() {
+                    diagnostics.push(errors::syntax_error(src, pos, at, &error));
+                }
+                let resume = if at >= limit { poison.map_or(src.len(), |p| p.resume - 1) } else { pos };
+                pos = skip_trivia(src, next_recovery_point(&scan.recovery_points, resume));
+            }
+        }
+    }
+    diagnostics.sort_by_key(|d| (d.span.start, d.span.end));
+    Parse { file: SourceFile { items, span: file_span }, diagnostics }
+}
+
+/// The first recovery point strictly after `after`, or the end of the file.
+fn next_recovery_point(points: &[usize], after: usize) -> usize {
+    let i = points.partition_point(|&p| p <= after);
+    points.get(i).copied().unwrap_or(usize::MAX)
+}
+
+/// Skips whitespace and comments (not doc comments) from `pos`; clamps to the end.
+fn skip_trivia(src: &str, mut pos: usize) -> usize {
+    let bytes = src.as_bytes();
+    pos = pos.min(bytes.len());
+    loop {
+        while pos < bytes.len() && matches!(bytes[pos], b' ' | b'\t' | b'\r' | b'\n') {
+            pos += 1;
+        }
+        let rest = &bytes[pos..];
+        if rest.starts_with("\u{FEFF}".as_bytes()) {
+            pos += 3;
+        } else if rest.starts_with(b"//") && !(rest.starts_with(b"///") && !rest.starts_with(b"////")) {
+            while pos < bytes.len() && bytes[pos] != b'\n' {
+                pos += 1;
+            }
+        } else if rest.starts_with(b"/*") {
+            match src[pos + 2..].find("*/") {
+                Some(n) => pos += 2 + n + 2,
+                None => return bytes.len(),
+            }
+        } else {
+            return pos;
+        }
+    }
+}
