@@ -17,6 +17,7 @@ use crate::parse::Rule;
 pub(crate) const MAX_EXPR_DEPTH: u32 = 512;
 
 pub(crate) struct Builder<'s> {
+    src: &'s str,
     /// Pair spans are relative to the item's start, `offset` bytes into the file.
     offset: usize,
     pratt: &'s PrattParser<Rule>,
@@ -42,8 +43,9 @@ pub(crate) fn pratt() -> PrattParser<Rule> {
 }
 
 impl<'s> Builder<'s> {
-    pub fn new(offset: usize, pratt: &'s PrattParser<Rule>) -> Builder<'s> {
+    pub fn new(src: &'s str, offset: usize, pratt: &'s PrattParser<Rule>) -> Builder<'s> {
         Builder {
+            src,
             offset,
             pratt,
             diagnostics: RefCell::new(Vec::new()),
@@ -311,8 +313,11 @@ impl<'s> Builder<'s> {
                 let span = op_span.to(operand.span);
                 Expr { kind: ExprKind::Unary { op, operand: Box::new(operand) }, span }
             })
-            .map_infix(|lhs, op, rhs| {
-                let op = match op.as_rule() {
+            .map_infix(|lhs, op_pair, rhs| {
+                if op_pair.as_rule() == Rule::sub {
+                    self.check_line_leading_minus(&lhs, self.span(&op_pair));
+                }
+                let op = match op_pair.as_rule() {
                     Rule::or => BinaryOp::Or,
                     Rule::and => BinaryOp::And,
                     Rule::eq => BinaryOp::Eq,
@@ -331,6 +336,20 @@ impl<'s> Builder<'s> {
                 Expr { kind: ExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }, span }
             })
             .parse(pair.into_inner())
+    }
+
+    /// `a` on one line and `-b` on the next is one subtraction, as in Rust; people who
+    /// leave out semicolons may have meant two statements, so say so.
+    fn check_line_leading_minus(&self, lhs: &Expr, op: Span) {
+        let gap = &self.src[lhs.span.end as usize..op.start as usize];
+        let after = self.src[op.end as usize..].chars().next();
+        if gap.contains('\n') && after.is_some_and(|c| !c.is_whitespace()) {
+            self.error(
+                Diagnostic::warning("W0002", op, "this `-` continues the expression on the line above")
+                    .with_label("subtraction, not negation")
+                    .with_help("write `;` at the end of the line above for a new statement, or `- ` with a space to keep the subtraction"),
+            );
+        }
     }
 
     /// A primary followed by postfix operations, folded left to right.

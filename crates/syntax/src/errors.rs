@@ -11,7 +11,36 @@ use crate::diagnostic::Diagnostic;
 use crate::parse::Rule;
 use crate::scan::{Event, lex};
 
+/// Where the error is, relative to the parsed slice: the furthest point any rule or
+/// token reached (pest's own location only follows rules, so `let x 5` would point at
+/// `let` rather than at `5`).
 pub(crate) fn error_offset(error: &Error<Rule>) -> usize {
+    match furthest_tokens(error) {
+        Some((at, tokens)) if at > rule_offset(error) && !tokens.is_empty() => at,
+        _ => rule_offset(error),
+    }
+}
+
+/// The furthest position pest reached and the tokens it tried there, minus those that
+/// say nothing. pest does not export its token type; its `Display` is the token as
+/// written, `a..z` for ranges and `BUILTIN_RULE` for builtins.
+fn furthest_tokens(error: &Error<Rule>) -> Option<(usize, Vec<String>)> {
+    let attempts = error.parse_attempts()?;
+    let tokens = attempts
+        .expected_tokens()
+        .into_iter()
+        .map(|t| t.to_string())
+        .filter(|t| {
+            t.chars().all(|c| c.is_ascii_graphic())
+                && t != "BUILTIN_RULE"
+                && !(t.len() > 2 && t.contains(".."))
+                && !matches!(t.as_str(), "//" | "/*" | "///")
+        })
+        .collect();
+    Some((attempts.max_position, tokens))
+}
+
+fn rule_offset(error: &Error<Rule>) -> usize {
     match error.location {
         InputLocation::Pos(p) => p,
         InputLocation::Span((s, _)) => s,
@@ -58,7 +87,10 @@ const CONTINUATIONS: &[&str] = &[
 fn collect_expected(error: &Error<Rule>) -> Expected {
     let mut expected = Expected::default();
     let mut continues_expression = false;
-    if let ErrorVariant::ParsingError { positives, .. } = &error.variant {
+    let at = error_offset(error);
+    if at == rule_offset(error)
+        && let ErrorVariant::ParsingError { positives, .. } = &error.variant
+    {
         for rule in positives {
             match describe_rule(*rule) {
                 Describe::Token(t) => expected.add_token(t),
@@ -75,23 +107,14 @@ fn collect_expected(error: &Error<Rule>) -> Expected {
             }
         }
     }
-    if let Some(attempts) = error.parse_attempts() {
-        // pest does not export its token type; its `Display` is the token as written, or
-        // `a..z` for ranges and `BUILTIN_RULE` for builtins, which say nothing useful.
-        for token in attempts.expected_tokens() {
-            let token = token.to_string();
-            let useless = !token.chars().all(|c| c.is_ascii_graphic())
-                || token == "BUILTIN_RULE"
-                || (token.len() > 2 && token.contains(".."))
-                || matches!(token.as_str(), "//" | "/*" | "///");
-            if !useless {
-                expected.add_token(&token);
-            }
+    if let Some((furthest, tokens)) = furthest_tokens(error)
+        && furthest == at
+    {
+        for token in tokens {
+            expected.add_token(&token);
         }
     }
-    if expected.things.contains(&"a name") {
-        expected.tokens.retain(|t| t != "_");
-    }
+    summarize_tokens(&mut expected);
     // Operators and postfix tokens are only worth naming when nothing else fits.
     let structural: Vec<String> =
         expected.tokens.iter().filter(|t| !CONTINUATIONS.contains(&t.as_str())).cloned().collect();
@@ -101,6 +124,40 @@ fn collect_expected(error: &Error<Rule>) -> Expected {
         expected.add_thing("an operator");
     }
     expected
+}
+
+const ITEM_KEYWORDS: &[&str] = &["fn", "extern", "struct", "enum", "type", "use"];
+const EXPRESSION_STARTS: &[&str] = &[
+    "\"", "\"\"\"", "_", "true", "false", "if", "select", "parallel", "(", "[", "{", "-", "!",
+];
+const STATEMENT_STARTS: &[&str] = &["let", "return", "break", "continue", "while", "for"];
+
+/// Replaces the tokens that only spell out a category ("`\"`, `_`, `true`, `if`, …") by
+/// the category ("an expression").
+fn summarize_tokens(expected: &mut Expected) {
+    let has = |e: &Expected, set: &[&str]| set.iter().filter(|t| e.has(t)).count();
+    if has(expected, ITEM_KEYWORDS) >= 3 {
+        expected.tokens.retain(|t| !ITEM_KEYWORDS.contains(&t.as_str()));
+        expected.add_thing("an item (`fn`, `extern fn`, `struct`, `enum`, `type` or `use`)");
+    }
+    if has(expected, STATEMENT_STARTS) >= 3 {
+        expected.tokens.retain(|t| !STATEMENT_STARTS.contains(&t.as_str()));
+        expected.add_thing("a statement");
+        expected.may_close = true;
+    }
+    // Only tokens that cannot also continue an expression show that one may start here.
+    if has(expected, &EXPRESSION_STARTS[..8]) >= 3 {
+        expected.add_thing("an expression");
+    }
+    if expected.things.contains(&"an expression") || expected.things.contains(&"a statement") {
+        expected.tokens.retain(|t| !EXPRESSION_STARTS.contains(&t.as_str()));
+    }
+    if expected.things.contains(&"a statement") {
+        expected.things.retain(|t| *t != "an expression");
+    }
+    if expected.things.contains(&"a name") || expected.things.contains(&"a type") {
+        expected.tokens.retain(|t| t != "_");
+    }
 }
 
 enum Describe {
@@ -185,7 +242,7 @@ fn describe_rule(rule: Rule) -> Describe {
 /// The innermost bracket still open at `at`, lexing from the start of the item.
 fn open_bracket(src: &str, item_start: usize, at: usize) -> Option<(usize, u8)> {
     let mut stack = Vec::new();
-    lex(src, item_start, at.min(src.len()), |event| {
+    lex(src, item_start, at.min(src.len()), false, |event| {
         match event {
             Event::Open(p, b) => stack.push((p, b)),
             Event::Close(_) => {
@@ -196,6 +253,21 @@ fn open_bracket(src: &str, item_start: usize, at: usize) -> Option<(usize, u8)> 
         true
     });
     stack.pop()
+}
+
+/// The end of the last token before `at` (skipping whitespace and comments).
+fn last_token_end(src: &str, item_start: usize, at: usize) -> usize {
+    let mut end = item_start;
+    lex(src, item_start, at.min(src.len()), true, |event| {
+        match event {
+            Event::TokenEnd(e) => end = e,
+            Event::Open(p, _) => end = p + 1,
+            Event::Close(p) => end = p + 1,
+            _ => {}
+        }
+        true
+    });
+    end
 }
 
 /// The word that ends just before `end`, skipping whitespace.
@@ -336,7 +408,38 @@ fn join_or(parts: &[String]) -> String {
 
 pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Error<Rule>) -> Diagnostic {
     let expected = collect_expected(error);
+    if std::env::var_os("SAP_DEBUG_PEST").is_some() {
+        eprintln!("{:?} {:?} {:?} {:?}", error.variant, furthest_tokens(error), expected.tokens, expected.things);
+    }
     let (found_text, found_span) = found(src, at);
+
+    // A doc comment with nothing after it to document.
+    let before = src[item_start..at.min(src.len())].trim();
+    if !before.is_empty() && before.lines().all(|l| l.trim_start().starts_with("///")) {
+        let doc = Span::new(item_start, item_start + before.len());
+        return Diagnostic::error("E0001", doc, format!("expected an item after this doc comment, found {found_text}"))
+            .with_label("this doc comment documents nothing")
+            .with_help("doc comments must stand right before the item, parameter, field or variant they describe");
+    }
+
+    // `1abc`: a number with letters glued on.
+    if at > 0 && src.as_bytes()[at - 1].is_ascii_digit() && src[at..].starts_with(|c: char| c.is_alphabetic()) {
+        let start = src[..at].trim_end_matches(|c: char| c.is_ascii_digit() || c == '_').len();
+        let span = Span::new(start, found_span.end as usize);
+        return Diagnostic::error("E0001", span, format!("invalid number `{}`", &src[span.range()]))
+            .with_label("letters directly after a number")
+            .with_help("names cannot start with a digit; put an operator or a space between a number and a name");
+    }
+
+    // When the unexpected token starts a new line, the problem is at the end of the
+    // previous one ("expected `)` here"), which is where people look.
+    let prev_end = last_token_end(src, item_start, at);
+    let on_new_line = src[prev_end..at.min(src.len())].contains('\n');
+    let (primary, found_label) = if on_new_line {
+        (Span::new(prev_end, prev_end), Some((found_span, format!("found {found_text}"))))
+    } else {
+        (found_span, None)
+    };
 
     // Closing the innermost open bracket is the most useful suggestion when it fits.
     if let Some((open, bracket)) = open_bracket(src, item_start, at) {
@@ -345,7 +448,8 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
             b'[' => "]",
             _ => "}",
         };
-        if expected.has(closer) || expected.may_close {
+        let only_closing = expected.tokens.iter().all(|t| t == "," || t == closer);
+        if expected.has(closer) || (expected.may_close && only_closing) {
             let what = construct(src, item_start, open, bracket);
             let separated = bracket != b'{' || construct_is_list(src, open);
             let (message, help) = if separated && could_start_expression(src, at) {
@@ -355,15 +459,16 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
                 )
             } else {
                 let verb = if bracket == b'(' || bracket == b'[' { "after" } else { "to close" };
-                (
-                    format!("expected `{closer}` {verb} {what}, found {found_text}"),
-                    format!("add `{closer}`"),
-                )
+                (format!("expected `{closer}` {verb} {what}, found {found_text}"), format!("add `{closer}`"))
             };
-            return Diagnostic::error("E0001", found_span, message)
+            let mut d = Diagnostic::error("E0001", primary, message)
                 .with_label(format!("expected `{closer}` here"))
                 .with_secondary(Span::new(open, open + 1), format!("`{}` opened here", bracket as char))
                 .with_help(help);
+            if let Some((span, label)) = found_label {
+                d = d.with_secondary(span, label);
+            }
+            return d;
         }
     }
 
@@ -377,10 +482,11 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
     if let Some(keyword) = after_keyword(src, at) {
         what = format!("{what} after `{keyword}`");
     }
-    let mut diagnostic = Diagnostic::error("E0001", found_span, format!("expected {what}, found {found_text}"))
-        .with_label(format!("unexpected {found_text}"));
-    if found_text == "a doc comment" {
-        diagnostic = diagnostic.with_help("doc comments must stand right before what they document");
+    let message = format!("expected {what}, found {found_text}");
+    match found_label {
+        Some((span, label)) => Diagnostic::error("E0001", primary, message)
+            .with_label("expected more here")
+            .with_secondary(span, label),
+        None => Diagnostic::error("E0001", primary, message).with_label(format!("unexpected {found_text}")),
     }
-    diagnostic
 }

@@ -55,7 +55,7 @@ pub fn parse(src: &str) -> Parse {
             Ok(mut pairs) => {
                 let pair = pairs.next().expect("grammar: item_entry yields an item");
                 let end = pos + pair.as_span().end();
-                let builder = Builder::new(pos, &pratt);
+                let builder = Builder::new(src, pos, &pratt);
                 items.push(builder.item(pair));
                 diagnostics.extend(builder.diagnostics.into_inner());
                 pos = skip_trivia(src, end);

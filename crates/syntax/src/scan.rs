@@ -33,6 +33,8 @@ pub(crate) enum Event {
     Unterminated { start: usize, what: Unterminated },
     /// The start of a line in column 0, outside strings and comments.
     LineStart(usize),
+    /// The end of a token that is not a bracket (only when asked for).
+    TokenEnd(usize),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,9 +43,16 @@ pub(crate) enum Unterminated {
     BlockComment,
 }
 
-/// Walks `src[from..to]`, calling `on` for every bracket and line start. Strings
-/// (including `"""` strings) and comments are skipped as wholes.
-pub(crate) fn lex(src: &str, from: usize, to: usize, mut on: impl FnMut(Event) -> bool) {
+/// Walks `src[from..to]`, calling `on` for every bracket and line start, and for the end
+/// of every other token when `token_ends` is set. Strings (including `"""` strings) and
+/// comments are skipped as wholes.
+pub(crate) fn lex(
+    src: &str,
+    from: usize,
+    to: usize,
+    token_ends: bool,
+    mut on: impl FnMut(Event) -> bool,
+) {
     let bytes = &src.as_bytes()[..to];
     let mut i = from;
     if i == 0 && !on(Event::LineStart(0)) {
@@ -86,7 +95,7 @@ pub(crate) fn lex(src: &str, from: usize, to: usize, mut on: impl FnMut(Event) -
                     }
                 }
                 if closed {
-                    true
+                    !token_ends || on(Event::TokenEnd(i))
                 } else {
                     i = bytes.len();
                     on(Event::Unterminated { start, what: Unterminated::String })
@@ -113,9 +122,13 @@ pub(crate) fn lex(src: &str, from: usize, to: usize, mut on: impl FnMut(Event) -
                     }
                 }
             }
-            _ => {
+            b' ' | b'\t' | b'\r' => {
                 i += 1;
                 true
+            }
+            _ => {
+                i += 1;
+                !token_ends || on(Event::TokenEnd(i))
             }
         };
         if !keep_going {
@@ -147,7 +160,7 @@ pub(crate) fn scan(src: &str, max_nesting: usize) -> Scan {
     // where the deep region ends.
     let mut stack: Vec<(usize, u8)> = Vec::new();
     let mut too_deep: Option<(usize, usize)> = None; // (bracket offset, depth before it)
-    lex(src, 0, src.len(), |event| {
+    lex(src, 0, src.len(), false, |event| {
         match event {
             Event::LineStart(at) => {
                 if too_deep.is_none() && starts_item(&src[at..]) {
@@ -169,6 +182,7 @@ pub(crate) fn scan(src: &str, max_nesting: usize) -> Scan {
                     too_deep = None;
                 }
             }
+            Event::TokenEnd(_) => {}
             Event::Unterminated { start, what } => {
                 let diagnostic = match what {
                     Unterminated::String => Diagnostic::error(

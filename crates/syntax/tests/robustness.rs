@@ -1,0 +1,174 @@
+//! The parser never panics, never loops and keeps its spans on character boundaries, on
+//! any input. The property tests feed random bytes and mutated real programs; run them
+//! longer with `PROPTEST_CASES=100000 cargo test --release -p syntax --test robustness`.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use syntax::{MAX_NESTING, Span, parse};
+
+/// Every span a parse reports lies inside the text, on character boundaries.
+fn assert_spans_valid(text: &str) {
+    let result = parse(text);
+    let check = |span: Span, what: &str| {
+        assert!(span.start <= span.end, "{what}: inverted span {span:?}");
+        assert!(span.end as usize <= text.len(), "{what}: span {span:?} past the end ({})", text.len());
+        assert!(text.is_char_boundary(span.start as usize), "{what}: {span:?} splits a character");
+        assert!(text.is_char_boundary(span.end as usize), "{what}: {span:?} splits a character");
+    };
+    for d in &result.diagnostics {
+        check(d.span, &d.message);
+        for l in &d.secondary {
+            check(l.span, &l.message);
+        }
+    }
+    for item in &result.file.items {
+        check(item.span, "item");
+    }
+}
+
+fn seed_programs() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut out = Vec::new();
+    for dir in ["examples", "tests/fixtures/syntax/seed", "tests/fixtures/syntax/valid"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "sap") {
+                out.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Fragments that tend to break parsers: unbalanced brackets, string and comment
+/// openers, keywords, operators, multi-byte characters.
+const FRAGMENTS: &[&str] = &[
+    "(", ")", "[", "]", "{", "}", "\"", "\"\"\"", "/*", "*/", "//", "///", "\\", "!", "!=", "_",
+    "fn ", "select {", "parallel for ", " as ", "=>", "->", "::", ",", ";", "let ", "if ",
+    "else ", "while ", "return ", "é", "日本", "🎉", "\u{FEFF}", "\0", "\n", "1e999",
+    "99999999999999999999", "\\u{", "x.", "Context::new()",
+];
+
+#[derive(Debug, Clone)]
+enum Edit {
+    Delete { at: usize, len: usize },
+    Insert { at: usize, fragment: usize },
+    Duplicate { at: usize, len: usize },
+}
+
+fn apply(text: &str, edits: &[Edit]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for edit in edits {
+        let n = bytes.len().max(1);
+        match *edit {
+            Edit::Delete { at, len } => {
+                let at = at % n;
+                let end = (at + len).min(bytes.len());
+                bytes.drain(at.min(end)..end);
+            }
+            Edit::Insert { at, fragment } => {
+                let at = at % (bytes.len() + 1);
+                let f = FRAGMENTS[fragment % FRAGMENTS.len()].as_bytes();
+                bytes.splice(at..at, f.iter().copied());
+            }
+            Edit::Duplicate { at, len } => {
+                let at = at % n;
+                let end = (at + len).min(bytes.len());
+                let slice: Vec<u8> = bytes[at.min(end)..end].to_vec();
+                bytes.splice(end..end, slice);
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (any::<usize>(), 0usize..40).prop_map(|(at, len)| Edit::Delete { at, len }),
+        (any::<usize>(), any::<usize>()).prop_map(|(at, fragment)| Edit::Insert { at, fragment }),
+        (any::<usize>(), 0usize..200).prop_map(|(at, len)| Edit::Duplicate { at, len }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+        assert_spans_valid(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn random_token_soup_never_panics(parts in proptest::collection::vec(0usize..FRAGMENTS.len(), 0..300)) {
+        let text: String = parts.iter().map(|&i| FRAGMENTS[i]).collect();
+        assert_spans_valid(&text);
+    }
+
+    #[test]
+    fn mutated_programs_never_panic(which in any::<usize>(), edits in proptest::collection::vec(edit(), 1..8)) {
+        let seeds = seed_programs();
+        let text = apply(&seeds[which % seeds.len()], &edits);
+        assert_spans_valid(&text);
+    }
+}
+
+#[test]
+fn empty_and_trivia_only_inputs_are_clean() {
+    for text in ["", " ", "\n\n", "// c", "/* c */", "\u{FEFF}"] {
+        let p = parse(text);
+        assert!(p.diagnostics.is_empty(), "{text:?}: {:?}", p.diagnostics);
+        assert!(p.file.items.is_empty());
+    }
+}
+
+#[test]
+fn nesting_just_under_the_limit_parses() {
+    let depth = MAX_NESTING - 2; // the function body's brace is one level
+    let parens = format!("fn f() -> i32 {{ {}1{} }}", "(".repeat(depth), ")".repeat(depth));
+    let lists = format!("fn f() -> i32 {{ {}1{} }}", "[".repeat(depth), "]".repeat(depth));
+    let blocks = format!("fn f() -> i32 {{ {}1{} }}", "{".repeat(depth), "}".repeat(depth));
+    for text in [parens, lists, blocks] {
+        let p = parse(&text);
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        assert_eq!(p.file.items.len(), 1);
+    }
+}
+
+#[test]
+fn deep_nesting_is_a_clean_error_and_later_items_survive() {
+    for (open, close) in [("(", ")"), ("[", "]"), ("{", "}")] {
+        let text = format!(
+            "fn f() {{ {}1{} }}\nfn after() -> i32 {{ 2 }}\n",
+            open.repeat(10_000),
+            close.repeat(10_000)
+        );
+        let p = parse(&text);
+        assert_eq!(p.diagnostics.len(), 1, "{:?}", p.diagnostics);
+        assert_eq!(p.diagnostics[0].code, "E0004");
+        assert_eq!(p.diagnostics[0].message, "nesting too deep");
+        let names: Vec<&str> = p.file.items.iter().filter_map(|i| i.name()).map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["after"]);
+    }
+}
+
+#[test]
+fn spans_stay_correct_after_non_ascii_text() {
+    let text = "fn f() -> String {\n    let café = \"日本語 🎉\"\n    café + x )\n}\n";
+    let p = parse(text);
+    let d = &p.diagnostics[0];
+    // The error is at `)`, after multi-byte characters earlier in the item.
+    assert_eq!(&text[d.span.range()], ")");
+    let lc = syntax::LineIndex::new(text).line_col(text, d.span.start);
+    assert_eq!((lc.line, lc.col), (2, 13));
+}
+
+#[test]
+fn three_broken_functions_report_three_errors_and_keep_the_rest() {
+    let text = "fn a() { let = 1 }\nfn ok1() {}\nfn b() { f(1 }\nstruct S { x: i32 }\nfn c() { 1 + }\nfn ok2() {}\n";
+    let p = parse(text);
+    assert_eq!(p.diagnostics.len(), 3, "{:?}", p.diagnostics);
+    let names: Vec<&str> = p.file.items.iter().filter_map(|i| i.name()).map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["ok1", "S", "ok2"]);
+}
