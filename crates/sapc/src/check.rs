@@ -6,7 +6,11 @@ use crate::render::{self, SourceText};
 use crate::{Format, exit};
 
 pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
-    let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };
+    let paths = if paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        paths
+    };
     let mut files = Vec::new();
     for path in &paths {
         if let Err(message) = collect(path, &mut files) {
@@ -54,7 +58,11 @@ fn summary(files: usize, errors: usize, warnings: usize) -> String {
         (0, 0) => format!("checked {checked}: no problems"),
         (0, w) => format!("checked {checked}: {}", plural(w, "warning")),
         (e, 0) => format!("checked {checked}: {}", plural(e, "error")),
-        (e, w) => format!("checked {checked}: {} and {}", plural(e, "error"), plural(w, "warning")),
+        (e, w) => format!(
+            "checked {checked}: {} and {}",
+            plural(e, "error"),
+            plural(w, "warning")
+        ),
     }
 }
 
@@ -65,7 +73,8 @@ fn show_paths(paths: &[PathBuf]) -> String {
 
 /// Adds `path` (a file) or every `*.sap` file under it (a directory), sorted.
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     if meta.is_file() {
         files.push(path.to_path_buf());
         return Ok(());

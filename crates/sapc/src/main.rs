@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "sapc", version, about = "The sap compiler: structured agent procedures")]
+#[command(
+    name = "sapc",
+    version,
+    about = "The sap compiler: structured agent procedures"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -50,7 +54,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
         }
     };
     match cli.command {

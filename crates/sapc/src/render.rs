@@ -33,7 +33,13 @@ impl SourceText {
         };
         let lines = LineIndex::new(&text);
         let named = NamedSource::new(&name, text.clone());
-        SourceText { name, text, invalid_utf8_at, lines, named }
+        SourceText {
+            name,
+            text,
+            invalid_utf8_at,
+            lines,
+            named,
+        }
     }
 
     pub fn check(&self) -> Vec<Diagnostic> {
@@ -63,8 +69,15 @@ impl Printer {
     pub fn new(format: Format) -> Printer {
         let color = std::env::var_os("NO_COLOR").is_none()
             && std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-        Printer { format, handler: GraphicalReportHandler::new_themed(theme).with_context_lines(1) }
+        let theme = if color {
+            GraphicalTheme::unicode()
+        } else {
+            GraphicalTheme::unicode_nocolor()
+        };
+        Printer {
+            format,
+            handler: GraphicalReportHandler::new_themed(theme).with_context_lines(1),
+        }
     }
 
     pub fn print(&mut self, source: &SourceText, diagnostics: &[Diagnostic]) {
@@ -91,12 +104,21 @@ impl Printer {
     }
 
     pub fn human(&self, source: &SourceText, d: &Diagnostic) -> String {
-        let report = Report { source, diagnostic: d };
+        let report = Report {
+            source,
+            diagnostic: d,
+        };
         let mut out = String::new();
         if self.handler.render_report(&mut out, &report).is_err() {
             // Rendering can only fail on a span outside the text; fall back to one line.
             let (line, col) = source.position(d.span.start);
-            out = format!("{}[{}]: {} at {}:{line}:{col}", d.severity.as_str(), d.code, d.message, source.name);
+            out = format!(
+                "{}[{}]: {} at {}:{line}:{col}",
+                d.severity.as_str(),
+                d.code,
+                d.message,
+                source.name
+            );
         }
         out
     }
@@ -139,7 +161,10 @@ impl miette::Diagnostic for Report<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.diagnostic.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.diagnostic
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
@@ -216,7 +241,9 @@ fn github(source: &SourceText, d: &Diagnostic) -> String {
 }
 
 fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 fn escape_property(s: &str) -> String {

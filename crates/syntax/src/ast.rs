@@ -31,7 +31,9 @@ impl Path {
     }
 
     pub fn last(&self) -> &Ident {
-        self.segments.last().expect("a path has at least one segment")
+        self.segments
+            .last()
+            .expect("a path has at least one segment")
     }
 }
 
@@ -155,7 +157,10 @@ pub struct TypeExpr {
 pub enum TypeExprKind {
     Unit,
     /// `i32`, `List<T>`, `aot::Plan`.
-    Named { path: Path, args: Vec<TypeExpr> },
+    Named {
+        path: Path,
+        args: Vec<TypeExpr>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -172,14 +177,29 @@ pub struct Stmt {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum StmtKind {
-    Let { name: Ident, ty: Option<TypeExpr>, init: Expr },
+    Let {
+        name: Ident,
+        ty: Option<TypeExpr>,
+        init: Expr,
+    },
     /// `x = e`, `x += e`, …
-    Assign { target: Ident, op: AssignOp, value: Expr },
+    Assign {
+        target: Ident,
+        op: AssignOp,
+        value: Expr,
+    },
     Return(Option<Expr>),
     Break,
     Continue,
-    While { cond: Expr, body: Block },
-    For { var: Ident, iter: Expr, body: Block },
+    While {
+        cond: Expr,
+        body: Block,
+    },
+    For {
+        var: Ident,
+        iter: Expr,
+        body: Block,
+    },
     Expr(Expr),
 }
 
@@ -209,24 +229,56 @@ pub enum ExprKind {
     Bool(bool),
     Unit,
     List(Vec<Expr>),
-    StructLit { path: Path, fields: Vec<FieldInit> },
+    StructLit {
+        path: Path,
+        fields: Vec<FieldInit>,
+    },
     Path(Path),
     /// `_`, only ever a direct call argument (the builder rejects it elsewhere).
     Placeholder,
-    Call { callee: Box<Expr>, args: Vec<Expr> },
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Expr>,
+    },
     /// `receiver.method(args)`, sugar for `method(receiver, args)`.
-    MethodCall { receiver: Box<Expr>, method: Ident, args: Vec<Expr> },
-    Field { base: Box<Expr>, name: Ident },
-    Index { base: Box<Expr>, index: Box<Expr> },
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    MethodCall {
+        receiver: Box<Expr>,
+        method: Ident,
+        args: Vec<Expr>,
+    },
+    Field {
+        base: Box<Expr>,
+        name: Ident,
+    },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// Postfix `e!`: add `e` to the current context.
     Inject(Box<Expr>),
     Paren(Box<Expr>),
     Block(Block),
-    If { branches: Vec<IfBranch>, else_block: Option<Block> },
-    Select { arms: Vec<SelectArm> },
-    ParallelFor { var: Ident, iter: Box<Expr>, body: Block },
+    If {
+        branches: Vec<IfBranch>,
+        else_block: Option<Block>,
+    },
+    Select {
+        arms: Vec<SelectArm>,
+    },
+    ParallelFor {
+        var: Ident,
+        iter: Box<Expr>,
+        body: Block,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

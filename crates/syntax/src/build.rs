@@ -83,7 +83,12 @@ impl<'s> Builder<'s> {
                         _ => block = Some(self.block(p)),
                     }
                 }
-                ItemKind::Fn(Fn { name, params, ret, body: block.unwrap() })
+                ItemKind::Fn(Fn {
+                    name,
+                    params,
+                    ret,
+                    body: block.unwrap(),
+                })
             }
             Rule::extern_fn => {
                 let mut it = body.into_inner();
@@ -102,7 +107,12 @@ impl<'s> Builder<'s> {
                         let doc = self.docs(&mut fi);
                         let name = self.ident(fi.next().unwrap());
                         let ty = self.type_expr(fi.next().unwrap());
-                        Field { doc, name, ty, span }
+                        Field {
+                            doc,
+                            name,
+                            ty,
+                            span,
+                        }
                     })
                     .collect();
                 ItemKind::Struct(Struct { name, fields })
@@ -114,7 +124,10 @@ impl<'s> Builder<'s> {
                     .map(|v| {
                         let mut vi = v.into_inner().peekable();
                         let doc = self.docs(&mut vi);
-                        Variant { doc, name: self.ident(vi.next().unwrap()) }
+                        Variant {
+                            doc,
+                            name: self.ident(vi.next().unwrap()),
+                        }
                     })
                     .collect();
                 ItemKind::Enum(Enum { name, variants })
@@ -149,7 +162,10 @@ impl<'s> Builder<'s> {
         let mut span: Option<Span> = None;
         while let Some(p) = it.next_if(|p| p.as_rule() == Rule::doc_comment) {
             let line = &p.as_str()[3..];
-            let line = line.strip_prefix(' ').unwrap_or(line).trim_end_matches('\r');
+            let line = line
+                .strip_prefix(' ')
+                .unwrap_or(line)
+                .trim_end_matches('\r');
             if span.is_some() {
                 text.push('\n');
             }
@@ -168,18 +184,29 @@ impl<'s> Builder<'s> {
                 let doc = self.docs(&mut it);
                 let name = self.ident(it.next().unwrap());
                 let ty = it.next().map(|t| self.type_expr(t));
-                Param { doc, name, ty, span }
+                Param {
+                    doc,
+                    name,
+                    ty,
+                    span,
+                }
             })
             .collect()
     }
 
     fn ident(&self, pair: Pair<'_, Rule>) -> Ident {
-        Ident { name: pair.as_str().to_owned(), span: self.span(&pair) }
+        Ident {
+            name: pair.as_str().to_owned(),
+            span: self.span(&pair),
+        }
     }
 
     fn path(&self, pair: Pair<'_, Rule>) -> Path {
         let span = self.span(&pair);
-        Path { segments: pair.into_inner().map(|i| self.ident(i)).collect(), span }
+        Path {
+            segments: pair.into_inner().map(|i| self.ident(i)).collect(),
+            span,
+        }
     }
 
     fn type_expr(&self, pair: Pair<'_, Rule>) -> TypeExpr {
@@ -205,7 +232,10 @@ impl<'s> Builder<'s> {
     fn block(&self, pair: Pair<'_, Rule>) -> Block {
         let span = self.span(&pair);
         let Some(_guard) = self.enter(1, span) else {
-            return Block { stmts: Vec::new(), span };
+            return Block {
+                stmts: Vec::new(),
+                span,
+            };
         };
         let stmts = pair.into_inner().map(|s| self.stmt(s)).collect();
         Block { stmts, span }
@@ -250,7 +280,11 @@ impl<'s> Builder<'s> {
                     "%=" => AssignOp::Rem,
                     _ => AssignOp::Assign,
                 };
-                StmtKind::Assign { target, op, value: self.expr(it.next().unwrap()) }
+                StmtKind::Assign {
+                    target,
+                    op,
+                    value: self.expr(it.next().unwrap()),
+                }
             }
             Rule::return_stmt => StmtKind::Return(inner.into_inner().next().map(|e| self.expr(e))),
             Rule::break_stmt => StmtKind::Break,
@@ -258,13 +292,20 @@ impl<'s> Builder<'s> {
             Rule::while_stmt => {
                 let mut it = inner.into_inner();
                 let cond = self.expr(it.next().unwrap());
-                StmtKind::While { cond, body: self.block(it.next().unwrap()) }
+                StmtKind::While {
+                    cond,
+                    body: self.block(it.next().unwrap()),
+                }
             }
             Rule::for_stmt => {
                 let mut it = inner.into_inner();
                 let var = self.ident(it.next().unwrap());
                 let iter = self.expr(it.next().unwrap());
-                StmtKind::For { var, iter, body: self.block(it.next().unwrap()) }
+                StmtKind::For {
+                    var,
+                    iter,
+                    body: self.block(it.next().unwrap()),
+                }
             }
             Rule::expr_stmt => StmtKind::Expr(self.expr(inner.into_inner().next().unwrap())),
             r => unreachable!("grammar: unexpected statement rule {r:?}"),
@@ -291,17 +332,27 @@ impl<'s> Builder<'s> {
             return None;
         }
         self.depth.set(depth);
-        Some(DepthGuard { cell: &self.depth, cost })
+        Some(DepthGuard {
+            cell: &self.depth,
+            cost,
+        })
     }
 
     fn unit(span: Span) -> Expr {
-        Expr { kind: ExprKind::Unit, span }
+        Expr {
+            kind: ExprKind::Unit,
+            span,
+        }
     }
 
     /// An `expr` or `expr_nostruct` pair: operands and operators in sequence.
     fn expr(&self, pair: Pair<'_, Rule>) -> Expr {
         let span = self.span(&pair);
-        let operators = pair.clone().into_inner().filter(|p| !is_term(p.as_rule())).count();
+        let operators = pair
+            .clone()
+            .into_inner()
+            .filter(|p| !is_term(p.as_rule()))
+            .count();
         let Some(_guard) = self.enter(operators as u32 + 1, span) else {
             return Self::unit(span);
         };
@@ -309,9 +360,19 @@ impl<'s> Builder<'s> {
             .map_primary(|term| self.term(term))
             .map_prefix(|op, operand| {
                 let op_span = self.span(&op);
-                let op = if op.as_rule() == Rule::neg { UnaryOp::Neg } else { UnaryOp::Not };
+                let op = if op.as_rule() == Rule::neg {
+                    UnaryOp::Neg
+                } else {
+                    UnaryOp::Not
+                };
                 let span = op_span.to(operand.span);
-                Expr { kind: ExprKind::Unary { op, operand: Box::new(operand) }, span }
+                Expr {
+                    kind: ExprKind::Unary {
+                        op,
+                        operand: Box::new(operand),
+                    },
+                    span,
+                }
             })
             .map_infix(|lhs, op_pair, rhs| {
                 if op_pair.as_rule() == Rule::sub {
@@ -333,7 +394,14 @@ impl<'s> Builder<'s> {
                     _ => BinaryOp::Rem,
                 };
                 let span = lhs.span.to(rhs.span);
-                Expr { kind: ExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }, span }
+                Expr {
+                    kind: ExprKind::Binary {
+                        op,
+                        lhs: Box::new(lhs),
+                        rhs: Box::new(rhs),
+                    },
+                    span,
+                }
             })
             .parse(pair.into_inner())
     }
@@ -361,28 +429,51 @@ impl<'s> Builder<'s> {
             return Self::unit(span);
         };
         let mut expr = self.primary(it.next().expect("grammar: term has a primary"));
-        while let Some(post) = it.next() {
+        for post in it {
             let post_span = self.span(&post);
             let span = expr.span.to(post_span);
             expr = match post.as_rule() {
                 Rule::call_args => {
                     let args = self.args(post);
                     let kind = match expr.kind {
-                        ExprKind::Field { base, name } => {
-                            ExprKind::MethodCall { receiver: base, method: name, args }
-                        }
-                        kind => ExprKind::Call { callee: Box::new(Expr { kind, span: expr.span }), args },
+                        ExprKind::Field { base, name } => ExprKind::MethodCall {
+                            receiver: base,
+                            method: name,
+                            args,
+                        },
+                        kind => ExprKind::Call {
+                            callee: Box::new(Expr {
+                                kind,
+                                span: expr.span,
+                            }),
+                            args,
+                        },
                     };
                     Expr { kind, span }
                 }
                 Rule::index => {
                     let index = self.expr(post.into_inner().next().unwrap());
-                    Expr { kind: ExprKind::Index { base: Box::new(expr), index: Box::new(index) }, span }
+                    Expr {
+                        kind: ExprKind::Index {
+                            base: Box::new(expr),
+                            index: Box::new(index),
+                        },
+                        span,
+                    }
                 }
-                Rule::inject => Expr { kind: ExprKind::Inject(Box::new(expr)), span },
+                Rule::inject => Expr {
+                    kind: ExprKind::Inject(Box::new(expr)),
+                    span,
+                },
                 Rule::field_access => {
                     let name = self.ident(post.into_inner().next().unwrap());
-                    Expr { kind: ExprKind::Field { base: Box::new(expr), name }, span }
+                    Expr {
+                        kind: ExprKind::Field {
+                            base: Box::new(expr),
+                            name,
+                        },
+                        span,
+                    }
                 }
                 r => unreachable!("grammar: unexpected postfix rule {r:?}"),
             };
@@ -395,7 +486,10 @@ impl<'s> Builder<'s> {
         pair.into_inner()
             .map(|arg| {
                 if is_bare_placeholder(&arg) {
-                    Expr { kind: ExprKind::Placeholder, span: self.span(&arg) }
+                    Expr {
+                        kind: ExprKind::Placeholder,
+                        span: self.span(&arg),
+                    }
                 } else {
                     self.expr(arg)
                 }
@@ -426,12 +520,16 @@ impl<'s> Builder<'s> {
             Rule::path => ExprKind::Path(self.path(pair)),
             Rule::placeholder => {
                 self.error(
-                    Diagnostic::error("E0007", span, "`_` can only stand for an argument of a call")
-                        .with_label("placeholder outside a call's arguments")
-                        .with_help(
-                            "the model fills `_` arguments, as in `analyze_code(ctx, _)`; \
+                    Diagnostic::error(
+                        "E0007",
+                        span,
+                        "`_` can only stand for an argument of a call",
+                    )
+                    .with_label("placeholder outside a call's arguments")
+                    .with_help(
+                        "the model fills `_` arguments, as in `analyze_code(ctx, _)`; \
                              anywhere else write a value",
-                        ),
+                    ),
                 );
                 ExprKind::Placeholder
             }
@@ -442,7 +540,10 @@ impl<'s> Builder<'s> {
                     .map(|f| {
                         let mut fi = f.into_inner();
                         let name = self.ident(fi.next().unwrap());
-                        FieldInit { name, value: fi.next().map(|e| self.expr(e)) }
+                        FieldInit {
+                            name,
+                            value: fi.next().map(|e| self.expr(e)),
+                        }
                     })
                     .collect();
                 ExprKind::StructLit { path, fields }
@@ -452,18 +553,27 @@ impl<'s> Builder<'s> {
                 let mut else_block = None;
                 let mut it = pair.into_inner();
                 let cond = self.expr(it.next().unwrap());
-                branches.push(IfBranch { cond, body: self.block(it.next().unwrap()) });
+                branches.push(IfBranch {
+                    cond,
+                    body: self.block(it.next().unwrap()),
+                });
                 for p in it {
                     let rule = p.as_rule();
                     let mut pi = p.into_inner();
                     if rule == Rule::else_if {
                         let cond = self.expr(pi.next().unwrap());
-                        branches.push(IfBranch { cond, body: self.block(pi.next().unwrap()) });
+                        branches.push(IfBranch {
+                            cond,
+                            body: self.block(pi.next().unwrap()),
+                        });
                     } else {
                         else_block = Some(self.block(pi.next().unwrap()));
                     }
                 }
-                ExprKind::If { branches, else_block }
+                ExprKind::If {
+                    branches,
+                    else_block,
+                }
             }
             Rule::select_expr => {
                 let arms = pair.into_inner().map(|arm| self.select_arm(arm)).collect();
@@ -473,7 +583,11 @@ impl<'s> Builder<'s> {
                 let mut it = pair.into_inner();
                 let var = self.ident(it.next().unwrap());
                 let iter = Box::new(self.expr(it.next().unwrap()));
-                ExprKind::ParallelFor { var, iter, body: self.block(it.next().unwrap()) }
+                ExprKind::ParallelFor {
+                    var,
+                    iter,
+                    body: self.block(it.next().unwrap()),
+                }
             }
             r => unreachable!("grammar: unexpected primary rule {r:?}"),
         };
@@ -484,11 +598,16 @@ impl<'s> Builder<'s> {
         let span = self.span(&pair);
         let mut it = pair.into_inner();
         let call = self.term(it.next().unwrap());
-        if !matches!(call.kind, ExprKind::Call { .. } | ExprKind::MethodCall { .. }) {
+        if !matches!(
+            call.kind,
+            ExprKind::Call { .. } | ExprKind::MethodCall { .. }
+        ) {
             self.error(
                 Diagnostic::error("E0008", call.span, "a `select` arm must start with a call")
                     .with_label("not a call")
-                    .with_help("write the tool the model may choose, as in `add(_, _) as sum => sum`"),
+                    .with_help(
+                        "write the tool the model may choose, as in `add(_, _) as sum => sum`",
+                    ),
             );
         }
         let next = it.next().unwrap();
@@ -497,7 +616,12 @@ impl<'s> Builder<'s> {
         } else {
             (None, self.expr(next))
         };
-        SelectArm { call, binding, body, span }
+        SelectArm {
+            call,
+            binding,
+            body,
+            span,
+        }
     }
 
     fn int(&self, text: &str, span: Span) -> ExprKind {
@@ -635,7 +759,10 @@ fn is_bare_placeholder(arg: &Pair<'_, Rule>) -> bool {
 /// The text of a `"""` string: a first line that is empty is dropped, a last line that is
 /// only indentation is dropped, and the common indentation of the other lines is removed.
 fn dedent(body: &str) -> String {
-    let body = body.strip_prefix("\r\n").or_else(|| body.strip_prefix('\n')).unwrap_or(body);
+    let body = body
+        .strip_prefix("\r\n")
+        .or_else(|| body.strip_prefix('\n'))
+        .unwrap_or(body);
     let mut lines: Vec<&str> = body.split('\n').collect();
     if lines.len() > 1 && lines.last().is_some_and(|l| l.trim().is_empty()) {
         lines.pop();
@@ -646,8 +773,16 @@ fn dedent(body: &str) -> String {
         .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
         .min()
         .unwrap_or(0);
-    let stripped: Vec<&str> =
-        lines.iter().map(|l| if l.len() >= indent { &l[indent..] } else { l.trim_start() }).collect();
+    let stripped: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            if l.len() >= indent {
+                &l[indent..]
+            } else {
+                l.trim_start()
+            }
+        })
+        .collect();
     stripped.join("\n")
 }
 

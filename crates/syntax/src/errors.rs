@@ -116,8 +116,12 @@ fn collect_expected(error: &Error<Rule>) -> Expected {
     }
     summarize_tokens(&mut expected);
     // Operators and postfix tokens are only worth naming when nothing else fits.
-    let structural: Vec<String> =
-        expected.tokens.iter().filter(|t| !CONTINUATIONS.contains(&t.as_str())).cloned().collect();
+    let structural: Vec<String> = expected
+        .tokens
+        .iter()
+        .filter(|t| !CONTINUATIONS.contains(&t.as_str()))
+        .cloned()
+        .collect();
     if !structural.is_empty() || !expected.things.is_empty() {
         expected.tokens = structural;
     } else if continues_expression && expected.tokens.is_empty() {
@@ -137,11 +141,15 @@ const STATEMENT_STARTS: &[&str] = &["let", "return", "break", "continue", "while
 fn summarize_tokens(expected: &mut Expected) {
     let has = |e: &Expected, set: &[&str]| set.iter().filter(|t| e.has(t)).count();
     if has(expected, ITEM_KEYWORDS) >= 3 {
-        expected.tokens.retain(|t| !ITEM_KEYWORDS.contains(&t.as_str()));
+        expected
+            .tokens
+            .retain(|t| !ITEM_KEYWORDS.contains(&t.as_str()));
         expected.add_thing("an item (`fn`, `extern fn`, `struct`, `enum`, `type` or `use`)");
     }
     if has(expected, STATEMENT_STARTS) >= 3 {
-        expected.tokens.retain(|t| !STATEMENT_STARTS.contains(&t.as_str()));
+        expected
+            .tokens
+            .retain(|t| !STATEMENT_STARTS.contains(&t.as_str()));
         expected.add_thing("a statement");
         expected.may_close = true;
     }
@@ -150,7 +158,9 @@ fn summarize_tokens(expected: &mut Expected) {
         expected.add_thing("an expression");
     }
     if expected.things.contains(&"an expression") || expected.things.contains(&"a statement") {
-        expected.tokens.retain(|t| !EXPRESSION_STARTS.contains(&t.as_str()));
+        expected
+            .tokens
+            .retain(|t| !EXPRESSION_STARTS.contains(&t.as_str()));
     }
     if expected.things.contains(&"a statement") {
         expected.things.retain(|t| *t != "an expression");
@@ -299,7 +309,8 @@ fn construct(src: &str, item_start: usize, open: usize, bracket: u8) -> String {
     let first_brace = src[item_start..open].find('{').is_none();
     let item_name = || {
         let mut words = src[item_start..].split(|c: char| !(c.is_alphanumeric() || c == '_'));
-        words.find(|w| !w.is_empty() && !matches!(*w, "fn" | "extern"))
+        words
+            .find(|w| !w.is_empty() && !matches!(*w, "fn" | "extern"))
             .map(str::to_owned)
     };
     match bracket {
@@ -316,7 +327,11 @@ fn construct(src: &str, item_start: usize, open: usize, bracket: u8) -> String {
             (Some(n), Some("struct")) => format!("the fields of `{n}`"),
             (Some(n), Some("enum")) => format!("the variants of `{n}`"),
             (Some("select"), _) => "the `select`".to_owned(),
-            _ if first_brace && src[item_start..].trim_start_matches(['/', ' ']).contains("fn") => {
+            _ if first_brace
+                && src[item_start..]
+                    .trim_start_matches(['/', ' '])
+                    .contains("fn") =>
+            {
                 match item_name() {
                     Some(n) => format!("the body of `{n}`"),
                     None => "the function body".to_owned(),
@@ -330,9 +345,25 @@ fn construct(src: &str, item_start: usize, open: usize, bracket: u8) -> String {
 fn is_keyword(word: &str) -> bool {
     matches!(
         word,
-        "fn" | "extern" | "struct" | "enum" | "type" | "use" | "let" | "if" | "else" | "while"
-            | "for" | "in" | "break" | "continue" | "return" | "select" | "parallel" | "as"
-            | "true" | "false"
+        "fn" | "extern"
+            | "struct"
+            | "enum"
+            | "type"
+            | "use"
+            | "let"
+            | "if"
+            | "else"
+            | "while"
+            | "for"
+            | "in"
+            | "break"
+            | "continue"
+            | "return"
+            | "select"
+            | "parallel"
+            | "as"
+            | "true"
+            | "false"
     )
 }
 
@@ -340,7 +371,10 @@ fn is_keyword(word: &str) -> bool {
 fn found(src: &str, at: usize) -> (String, Span) {
     let rest = &src[at.min(src.len())..];
     let Some(c) = rest.chars().next() else {
-        return ("the end of the file".to_owned(), Span::new(src.len(), src.len()));
+        return (
+            "the end of the file".to_owned(),
+            Span::new(src.len(), src.len()),
+        );
     };
     if rest.starts_with("///") {
         let len = rest.find('\n').unwrap_or(rest.len());
@@ -353,29 +387,45 @@ fn found(src: &str, at: usize) -> (String, Span) {
             .map_or(rest.len(), |(i, _)| i);
         let word = &rest[..len];
         let shown: String = word.chars().take(30).collect();
-        let text = if c.is_ascii_digit() { format!("the number `{shown}`") } else { format!("`{shown}`") };
+        let text = if c.is_ascii_digit() {
+            format!("the number `{shown}`")
+        } else {
+            format!("`{shown}`")
+        };
         return (text, Span::new(at, at + len));
     }
     if c == '"' {
         return ("a string".to_owned(), Span::new(at, at + 1));
     }
-    for op in ["==", "!=", "<=", ">=", "&&", "||", "->", "=>", "::", "+=", "-=", "*=", "/=", "%="] {
+    for op in [
+        "==", "!=", "<=", ">=", "&&", "||", "->", "=>", "::", "+=", "-=", "*=", "/=", "%=",
+    ] {
         if rest.starts_with(op) {
             return (format!("`{op}`"), Span::new(at, at + 2));
         }
     }
     if c.is_control() || c == '\u{FFFD}' {
-        return (format!("the character U+{:04X}", c as u32), Span::new(at, at + c.len_utf8()));
+        return (
+            format!("the character U+{:04X}", c as u32),
+            Span::new(at, at + c.len_utf8()),
+        );
     }
     (format!("`{c}`"), Span::new(at, at + c.len_utf8()))
 }
 
 fn could_start_expression(src: &str, at: usize) -> bool {
     let rest = &src[at.min(src.len())..];
-    let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
     match rest.chars().next() {
         Some(c) if c.is_alphanumeric() || c == '_' => {
-            !is_keyword(&word) || matches!(word.as_str(), "true" | "false" | "if" | "select" | "parallel")
+            !is_keyword(&word)
+                || matches!(
+                    word.as_str(),
+                    "true" | "false" | "if" | "select" | "parallel"
+                )
         }
         Some('-') => !rest.starts_with("->"),
         Some('"' | '(' | '[' | '!') => true,
@@ -394,7 +444,10 @@ fn construct_is_list(src: &str, open: usize) -> bool {
 /// "after `let`" when the token before the error is a keyword that introduces a name.
 fn after_keyword(src: &str, at: usize) -> Option<&str> {
     word_before(src, at).filter(|w| {
-        matches!(*w, "let" | "fn" | "struct" | "enum" | "type" | "use" | "for" | "as" | "extern")
+        matches!(
+            *w,
+            "let" | "fn" | "struct" | "enum" | "type" | "use" | "for" | "as" | "extern"
+        )
     })
 }
 
@@ -406,10 +459,21 @@ fn join_or(parts: &[String]) -> String {
     }
 }
 
-pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Error<Rule>) -> Diagnostic {
+pub(crate) fn syntax_error(
+    src: &str,
+    item_start: usize,
+    at: usize,
+    error: &Error<Rule>,
+) -> Diagnostic {
     let expected = collect_expected(error);
     if std::env::var_os("SAP_DEBUG_PEST").is_some() {
-        eprintln!("{:?} {:?} {:?} {:?}", error.variant, furthest_tokens(error), expected.tokens, expected.things);
+        eprintln!(
+            "{:?} {:?} {:?} {:?}",
+            error.variant,
+            furthest_tokens(error),
+            expected.tokens,
+            expected.things
+        );
     }
     let (found_text, found_span) = found(src, at);
 
@@ -423,8 +487,13 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
     }
 
     // `1abc`: a number with letters glued on.
-    if at > 0 && src.as_bytes()[at - 1].is_ascii_digit() && src[at..].starts_with(|c: char| c.is_alphabetic()) {
-        let start = src[..at].trim_end_matches(|c: char| c.is_ascii_digit() || c == '_').len();
+    if at > 0
+        && src.as_bytes()[at - 1].is_ascii_digit()
+        && src[at..].starts_with(|c: char| c.is_alphabetic())
+    {
+        let start = src[..at]
+            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '_')
+            .len();
         let span = Span::new(start, found_span.end as usize);
         return Diagnostic::error("E0001", span, format!("invalid number `{}`", &src[span.range()]))
             .with_label("letters directly after a number")
@@ -436,7 +505,10 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
     let prev_end = last_token_end(src, item_start, at);
     let on_new_line = src[prev_end..at.min(src.len())].contains('\n');
     let (primary, found_label) = if on_new_line {
-        (Span::new(prev_end, prev_end), Some((found_span, format!("found {found_text}"))))
+        (
+            Span::new(prev_end, prev_end),
+            Some((found_span, format!("found {found_text}"))),
+        )
     } else {
         (found_span, None)
     };
@@ -458,12 +530,22 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
                     "separate the elements with `,`".to_owned(),
                 )
             } else {
-                let verb = if bracket == b'(' || bracket == b'[' { "after" } else { "to close" };
-                (format!("expected `{closer}` {verb} {what}, found {found_text}"), format!("add `{closer}`"))
+                let verb = if bracket == b'(' || bracket == b'[' {
+                    "after"
+                } else {
+                    "to close"
+                };
+                (
+                    format!("expected `{closer}` {verb} {what}, found {found_text}"),
+                    format!("add `{closer}`"),
+                )
             };
             let mut d = Diagnostic::error("E0001", primary, message)
                 .with_label(format!("expected `{closer}` here"))
-                .with_secondary(Span::new(open, open + 1), format!("`{}` opened here", bracket as char))
+                .with_secondary(
+                    Span::new(open, open + 1),
+                    format!("`{}` opened here", bracket as char),
+                )
                 .with_help(help);
             if let Some((span, label)) = found_label {
                 d = d.with_secondary(span, label);
@@ -487,6 +569,7 @@ pub(crate) fn syntax_error(src: &str, item_start: usize, at: usize, error: &Erro
         Some((span, label)) => Diagnostic::error("E0001", primary, message)
             .with_label("expected more here")
             .with_secondary(span, label),
-        None => Diagnostic::error("E0001", primary, message).with_label(format!("unexpected {found_text}")),
+        None => Diagnostic::error("E0001", primary, message)
+            .with_label(format!("unexpected {found_text}")),
     }
 }

@@ -19,7 +19,10 @@ impl LineIndex {
     pub fn new(text: &str) -> LineIndex {
         let mut line_starts = vec![0];
         line_starts.extend(
-            text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i as u32 + 1),
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i as u32 + 1),
         );
         LineIndex { line_starts }
     }
@@ -34,7 +37,10 @@ impl LineIndex {
             .char_indices()
             .take_while(|&(i, _)| start + i < offset)
             .count();
-        LineCol { line: line as u32, col: col as u32 }
+        LineCol {
+            line: line as u32,
+            col: col as u32,
+        }
     }
 
     /// Byte offset of the start of a zero-based line, or the end of the text.

@@ -33,13 +33,20 @@ pub fn parse(src: &str) -> Parse {
     let file_span = Span::new(0, src.len());
     if src.len() > u32::MAX as usize {
         let d = Diagnostic::error("E0001", Span::new(0, 0), "this file is larger than 4 GiB");
-        return Parse { file: SourceFile { items: Vec::new(), span: Span::new(0, 0) }, diagnostics: vec![d] };
+        return Parse {
+            file: SourceFile {
+                items: Vec::new(),
+                span: Span::new(0, 0),
+            },
+            diagnostics: vec![d],
+        };
     }
     pest::set_error_detail(true);
     let scan = scan::scan(src, MAX_NESTING);
     let pratt = pratt();
     let mut items = Vec::new();
-    let mut diagnostics: Vec<Diagnostic> = scan.poisons.iter().map(|p| p.diagnostic.clone()).collect();
+    let mut diagnostics: Vec<Diagnostic> =
+        scan.poisons.iter().map(|p| p.diagnostic.clone()).collect();
 
     let mut pos = skip_trivia(src, 0);
     while pos < src.len() {
@@ -47,7 +54,10 @@ pub fn parse(src: &str) -> Parse {
         let poison = scan.poisons.iter().find(|p| p.resume > pos);
         let limit = poison.map_or(src.len(), |p| p.start.max(pos));
         if limit == pos {
-            pos = next_recovery_point(&scan.recovery_points, poison.map_or(src.len(), |p| p.resume - 1));
+            pos = next_recovery_point(
+                &scan.recovery_points,
+                poison.map_or(src.len(), |p| p.resume - 1),
+            );
             pos = skip_trivia(src, pos);
             continue;
         }
@@ -66,13 +76,23 @@ pub fn parse(src: &str) -> Parse {
                 if at < limit || limit == src.len() {
                     diagnostics.push(errors::syntax_error(src, pos, at, &error));
                 }
-                let resume = if at >= limit { poison.map_or(src.len(), |p| p.resume - 1) } else { pos };
+                let resume = if at >= limit {
+                    poison.map_or(src.len(), |p| p.resume - 1)
+                } else {
+                    pos
+                };
                 pos = skip_trivia(src, next_recovery_point(&scan.recovery_points, resume));
             }
         }
     }
     diagnostics.sort_by_key(|d| (d.span.start, d.span.end));
-    Parse { file: SourceFile { items, span: file_span }, diagnostics }
+    Parse {
+        file: SourceFile {
+            items,
+            span: file_span,
+        },
+        diagnostics,
+    }
 }
 
 /// The first recovery point strictly after `after`, or the end of the file.
@@ -92,7 +112,7 @@ fn skip_trivia(src: &str, mut pos: usize) -> usize {
         let rest = &bytes[pos..];
         if rest.starts_with("\u{FEFF}".as_bytes()) {
             pos += 3;
-        } else if rest.starts_with(b"//") && !(rest.starts_with(b"///") && !rest.starts_with(b"////")) {
+        } else if is_plain_comment(rest) {
             while pos < bytes.len() && bytes[pos] != b'\n' {
                 pos += 1;
             }
@@ -105,4 +125,10 @@ fn skip_trivia(src: &str, mut pos: usize) -> usize {
             return pos;
         }
     }
+}
+
+/// `//` and `////…` are comments; `///` is a doc comment, which the grammar sees.
+fn is_plain_comment(rest: &[u8]) -> bool {
+    let doc = rest.starts_with(b"///") && !rest.starts_with(b"////");
+    rest.starts_with(b"//") && !doc
 }

@@ -30,7 +30,10 @@ pub(crate) enum Event {
     Open(usize, u8),
     Close(usize),
     /// A string or block comment that runs to the end of the input.
-    Unterminated { start: usize, what: Unterminated },
+    Unterminated {
+        start: usize,
+        what: Unterminated,
+    },
     /// The start of a line in column 0, outside strings and comments.
     LineStart(usize),
     /// The end of a token that is not a bracket (only when asked for).
@@ -98,7 +101,10 @@ pub(crate) fn lex(
                     !token_ends || on(Event::TokenEnd(i))
                 } else {
                     i = bytes.len();
-                    on(Event::Unterminated { start, what: Unterminated::String })
+                    on(Event::Unterminated {
+                        start,
+                        what: Unterminated::String,
+                    })
                 }
             }
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
@@ -118,7 +124,10 @@ pub(crate) fn lex(
                     }
                     None => {
                         i = bytes.len();
-                        on(Event::Unterminated { start, what: Unterminated::BlockComment })
+                        on(Event::Unterminated {
+                            start,
+                            what: Unterminated::BlockComment,
+                        })
                     }
                 }
             }
@@ -149,7 +158,10 @@ fn starts_item(rest: &str) -> bool {
     }
     ITEM_STARTS.iter().any(|kw| {
         rest.starts_with(kw)
-            && rest[kw.len()..].chars().next().is_some_and(|c| c == ' ' || c == '\t')
+            && rest[kw.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c == ' ' || c == '\t')
     })
 }
 
@@ -200,7 +212,11 @@ pub(crate) fn scan(src: &str, max_nesting: usize) -> Scan {
                     .with_label("the comment starts here and runs to the end of the file")
                     .with_help("add `*/` where the comment should end"),
                 };
-                poisons.push(Poison { diagnostic, start, resume: src.len() });
+                poisons.push(Poison {
+                    diagnostic,
+                    start,
+                    resume: src.len(),
+                });
             }
         }
         true
@@ -209,13 +225,21 @@ pub(crate) fn scan(src: &str, max_nesting: usize) -> Scan {
         poisons.push(nesting_poison(start, src.len(), max_nesting));
     }
     poisons.sort_by_key(|p| p.start);
-    Scan { poisons, recovery_points }
+    Scan {
+        poisons,
+        recovery_points,
+    }
 }
 
 fn nesting_poison(start: usize, resume: usize, max_nesting: usize) -> Poison {
-    let diagnostic =
-        Diagnostic::error("E0004", Span::new(start, start + 1), "nesting too deep")
-            .with_label(format!("this bracket is nested more than {max_nesting} levels deep"))
-            .with_help("split the expression into smaller functions or `let` bindings");
-    Poison { diagnostic, start, resume }
+    let diagnostic = Diagnostic::error("E0004", Span::new(start, start + 1), "nesting too deep")
+        .with_label(format!(
+            "this bracket is nested more than {max_nesting} levels deep"
+        ))
+        .with_help("split the expression into smaller functions or `let` bindings");
+    Poison {
+        diagnostic,
+        start,
+        resume,
+    }
 }

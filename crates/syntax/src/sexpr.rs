@@ -7,7 +7,10 @@ use std::fmt::Write;
 use crate::ast::*;
 
 pub fn file(file: &SourceFile) -> String {
-    let mut p = Printer { out: String::new(), indent: 0 };
+    let mut p = Printer {
+        out: String::new(),
+        indent: 0,
+    };
     for item in &file.items {
         p.item(item);
         p.out.push('\n');
@@ -215,7 +218,11 @@ impl Printer {
                 }
                 self.out.push(')');
             }
-            ExprKind::MethodCall { receiver, method, args } => {
+            ExprKind::MethodCall {
+                receiver,
+                method,
+                args,
+            } => {
                 let _ = write!(self.out, "(method {} ", method.name);
                 self.expr(receiver);
                 for a in args {
@@ -255,7 +262,10 @@ impl Printer {
             }
             ExprKind::Paren(e) => self.expr(e),
             ExprKind::Block(b) => self.block(b),
-            ExprKind::If { branches, else_block } => {
+            ExprKind::If {
+                branches,
+                else_block,
+            } => {
                 self.out.push_str("(if");
                 self.indent += 1;
                 for b in branches {

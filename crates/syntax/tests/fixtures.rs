@@ -15,8 +15,10 @@ fn fixtures_dir() -> PathBuf {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
@@ -47,7 +49,10 @@ fn expectations(text: &str) -> Vec<Expectation> {
         } else if let Some(r) = rest.strip_prefix("warning") {
             (Severity::Warning, r)
         } else {
-            panic!("line {}: `//~` must be followed by `error` or `warning`", i + 1);
+            panic!(
+                "line {}: `//~` must be followed by `error` or `warning`",
+                i + 1
+            );
         };
         let (code, rest) = match rest.strip_prefix('[') {
             Some(r) => {
@@ -57,7 +62,12 @@ fn expectations(text: &str) -> Vec<Expectation> {
             None => (None, rest),
         };
         let message = rest.trim_start_matches(':').trim().to_owned();
-        out.push(Expectation { line: (i - carets) as u32, severity, code, message });
+        out.push(Expectation {
+            line: (i - carets) as u32,
+            severity,
+            code,
+            message,
+        });
     }
     out
 }
@@ -67,7 +77,11 @@ fn check_file(path: &Path, failures: &mut Vec<String>) {
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let parse = syntax::parse(&text);
     let index = LineIndex::new(&text);
-    let name = path.strip_prefix(fixtures_dir()).unwrap_or(path).display().to_string();
+    let name = path
+        .strip_prefix(fixtures_dir())
+        .unwrap_or(path)
+        .display()
+        .to_string();
 
     let mut unmatched: Vec<&Diagnostic> = parse.diagnostics.iter().collect();
     for exp in expectations(&text) {
@@ -87,7 +101,11 @@ fn check_file(path: &Path, failures: &mut Vec<String>) {
                 exp.severity,
                 exp.code.as_deref().unwrap_or("*"),
                 exp.message,
-                parse.diagnostics.iter().map(|d| describe(&text, &index, d)).collect::<Vec<_>>()
+                parse
+                    .diagnostics
+                    .iter()
+                    .map(|d| describe(&text, &index, d))
+                    .collect::<Vec<_>>()
             )),
         }
     }
@@ -114,28 +132,51 @@ fn check_file(path: &Path, failures: &mut Vec<String>) {
 
 fn describe(text: &str, index: &LineIndex, d: &Diagnostic) -> String {
     let lc = index.line_col(text, d.span.start);
-    format!("{}:{}: {:?}[{}]: {}", lc.line + 1, lc.col + 1, d.severity, d.code, d.message)
+    format!(
+        "{}:{}: {:?}[{}]: {}",
+        lc.line + 1,
+        lc.col + 1,
+        d.severity,
+        d.code,
+        d.message
+    )
 }
 
 #[test]
 fn fixtures() {
     let mut files = Vec::new();
     collect(&fixtures_dir(), &mut files);
-    assert!(files.len() >= 60, "expected the fixture directory to hold at least 60 files");
+    assert!(
+        files.len() >= 60,
+        "expected the fixture directory to hold at least 60 files"
+    );
     let mut failures = Vec::new();
     for file in &files {
         check_file(file, &mut failures);
     }
-    assert!(failures.is_empty(), "{} fixture failure(s):\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} fixture failure(s):\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
 fn every_malformed_fixture_reports_an_error() {
     let mut files = Vec::new();
     collect(&fixtures_dir().join("errors"), &mut files);
-    assert!(files.len() >= 40, "at least 40 malformed-input cases, found {}", files.len());
+    assert!(
+        files.len() >= 40,
+        "at least 40 malformed-input cases, found {}",
+        files.len()
+    );
     for file in files {
         let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
-        assert!(syntax::parse(&text).has_errors(), "{} parses without error", file.display());
+        assert!(
+            syntax::parse(&text).has_errors(),
+            "{} parses without error",
+            file.display()
+        );
     }
 }

@@ -12,9 +12,19 @@ fn assert_spans_valid(text: &str) {
     let result = parse(text);
     let check = |span: Span, what: &str| {
         assert!(span.start <= span.end, "{what}: inverted span {span:?}");
-        assert!(span.end as usize <= text.len(), "{what}: span {span:?} past the end ({})", text.len());
-        assert!(text.is_char_boundary(span.start as usize), "{what}: {span:?} splits a character");
-        assert!(text.is_char_boundary(span.end as usize), "{what}: {span:?} splits a character");
+        assert!(
+            span.end as usize <= text.len(),
+            "{what}: span {span:?} past the end ({})",
+            text.len()
+        );
+        assert!(
+            text.is_char_boundary(span.start as usize),
+            "{what}: {span:?} splits a character"
+        );
+        assert!(
+            text.is_char_boundary(span.end as usize),
+            "{what}: {span:?} splits a character"
+        );
     };
     for d in &result.diagnostics {
         check(d.span, &d.message);
@@ -30,7 +40,11 @@ fn assert_spans_valid(text: &str) {
 fn seed_programs() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut out = Vec::new();
-    for dir in ["examples", "tests/fixtures/syntax/seed", "tests/fixtures/syntax/valid"] {
+    for dir in [
+        "examples",
+        "tests/fixtures/syntax/seed",
+        "tests/fixtures/syntax/valid",
+    ] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "sap") {
@@ -45,10 +59,47 @@ fn seed_programs() -> Vec<String> {
 /// Fragments that tend to break parsers: unbalanced brackets, string and comment
 /// openers, keywords, operators, multi-byte characters.
 const FRAGMENTS: &[&str] = &[
-    "(", ")", "[", "]", "{", "}", "\"", "\"\"\"", "/*", "*/", "//", "///", "\\", "!", "!=", "_",
-    "fn ", "select {", "parallel for ", " as ", "=>", "->", "::", ",", ";", "let ", "if ",
-    "else ", "while ", "return ", "é", "日本", "🎉", "\u{FEFF}", "\0", "\n", "1e999",
-    "99999999999999999999", "\\u{", "x.", "Context::new()",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "\"",
+    "\"\"\"",
+    "/*",
+    "*/",
+    "//",
+    "///",
+    "\\",
+    "!",
+    "!=",
+    "_",
+    "fn ",
+    "select {",
+    "parallel for ",
+    " as ",
+    "=>",
+    "->",
+    "::",
+    ",",
+    ";",
+    "let ",
+    "if ",
+    "else ",
+    "while ",
+    "return ",
+    "é",
+    "日本",
+    "🎉",
+    "\u{FEFF}",
+    "\0",
+    "\n",
+    "1e999",
+    "99999999999999999999",
+    "\\u{",
+    "x.",
+    "Context::new()",
 ];
 
 #[derive(Debug, Clone)]
@@ -126,9 +177,21 @@ fn empty_and_trivia_only_inputs_are_clean() {
 #[test]
 fn nesting_just_under_the_limit_parses() {
     let depth = MAX_NESTING - 2; // the function body's brace is one level
-    let parens = format!("fn f() -> i32 {{ {}1{} }}", "(".repeat(depth), ")".repeat(depth));
-    let lists = format!("fn f() -> i32 {{ {}1{} }}", "[".repeat(depth), "]".repeat(depth));
-    let blocks = format!("fn f() -> i32 {{ {}1{} }}", "{".repeat(depth), "}".repeat(depth));
+    let parens = format!(
+        "fn f() -> i32 {{ {}1{} }}",
+        "(".repeat(depth),
+        ")".repeat(depth)
+    );
+    let lists = format!(
+        "fn f() -> i32 {{ {}1{} }}",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let blocks = format!(
+        "fn f() -> i32 {{ {}1{} }}",
+        "{".repeat(depth),
+        "}".repeat(depth)
+    );
     for text in [parens, lists, blocks] {
         let p = parse(&text);
         assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
@@ -148,7 +211,13 @@ fn deep_nesting_is_a_clean_error_and_later_items_survive() {
         assert_eq!(p.diagnostics.len(), 1, "{:?}", p.diagnostics);
         assert_eq!(p.diagnostics[0].code, "E0004");
         assert_eq!(p.diagnostics[0].message, "nesting too deep");
-        let names: Vec<&str> = p.file.items.iter().filter_map(|i| i.name()).map(|n| n.name.as_str()).collect();
+        let names: Vec<&str> = p
+            .file
+            .items
+            .iter()
+            .filter_map(|i| i.name())
+            .map(|n| n.name.as_str())
+            .collect();
         assert_eq!(names, ["after"]);
     }
 }
@@ -169,6 +238,24 @@ fn three_broken_functions_report_three_errors_and_keep_the_rest() {
     let text = "fn a() { let = 1 }\nfn ok1() {}\nfn b() { f(1 }\nstruct S { x: i32 }\nfn c() { 1 + }\nfn ok2() {}\n";
     let p = parse(text);
     assert_eq!(p.diagnostics.len(), 3, "{:?}", p.diagnostics);
-    let names: Vec<&str> = p.file.items.iter().filter_map(|i| i.name()).map(|n| n.name.as_str()).collect();
+    let names: Vec<&str> = p
+        .file
+        .items
+        .iter()
+        .filter_map(|i| i.name())
+        .map(|n| n.name.as_str())
+        .collect();
     assert_eq!(names, ["ok1", "S", "ok2"]);
+}
+
+#[test]
+fn the_benchmark_program_parses_clean() {
+    let text = testgen::program(2_000);
+    let p = parse(&text);
+    assert!(
+        p.diagnostics.is_empty(),
+        "{:?}",
+        &p.diagnostics[..p.diagnostics.len().min(3)]
+    );
+    assert!(p.file.items.len() > 100);
 }
