@@ -23,19 +23,36 @@ pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
         return exit::USAGE;
     }
 
-    let mut errors = 0;
-    let mut warnings = 0;
-    let mut out = render::Printer::new(format);
+    // Every file is read first: the files checked together form one workspace, in which
+    // each is a module the others can `use`.
+    let mut sources = Vec::new();
     for file in &files {
-        let bytes = match std::fs::read(file) {
-            Ok(bytes) => bytes,
+        match std::fs::read(file) {
+            Ok(bytes) => sources.push(SourceText::new(file.display().to_string(), bytes)),
             Err(e) => {
                 eprintln!("error: cannot read {}: {e}", file.display());
                 return exit::USAGE;
             }
+        }
+    }
+    let mut db = hir::Database::default();
+    let handles: Vec<Option<hir::SourceFile>> = sources
+        .iter()
+        .map(|s| {
+            s.invalid_utf8_at
+                .is_none()
+                .then(|| db.add_file(s.name.clone(), s.text.clone()))
+        })
+        .collect();
+
+    let mut errors = 0;
+    let mut warnings = 0;
+    let mut out = render::Printer::new(format);
+    for (source, handle) in sources.iter().zip(handles) {
+        let diagnostics = match handle {
+            Some(file) => hir::check_file(&db, file).clone(),
+            None => source.utf8_diagnostics(),
         };
-        let source = SourceText::new(file.display().to_string(), bytes);
-        let diagnostics = source.check();
         for d in &diagnostics {
             if d.is_error() {
                 errors += 1;
@@ -43,7 +60,7 @@ pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
                 warnings += 1;
             }
         }
-        out.print(&source, &diagnostics);
+        out.print(source, &diagnostics);
     }
     if format == Format::Human {
         eprintln!("{}", summary(files.len(), errors, warnings));

@@ -42,15 +42,14 @@ impl SourceText {
         }
     }
 
-    pub fn check(&self) -> Vec<Diagnostic> {
-        if let Some(at) = self.invalid_utf8_at {
-            return vec![
-                Diagnostic::error("E0009", Span::new(at, at), "this file is not valid UTF-8")
-                    .with_label(format!("invalid byte at offset {at}"))
-                    .with_help("sap source files must be UTF-8 text"),
-            ];
-        }
-        syntax::parse(&self.text).diagnostics
+    /// The one diagnostic of a file that is not UTF-8.
+    pub fn utf8_diagnostics(&self) -> Vec<Diagnostic> {
+        let at = self.invalid_utf8_at.unwrap_or(0);
+        vec![
+            Diagnostic::error("E0009", Span::new(at, at), "this file is not valid UTF-8")
+                .with_label(format!("invalid byte at offset {at}"))
+                .with_help("sap source files must be UTF-8 text"),
+        ]
     }
 
     /// One-based line and column of a byte offset.

@@ -91,7 +91,7 @@ impl<'s> Builder<'s> {
                 })
             }
             Rule::extern_fn => {
-                let mut it = body.into_inner();
+                let mut it = children(body);
                 let name = self.ident(it.next().unwrap());
                 let params = self.params(it.next().unwrap());
                 let ret = it.next().map(|p| self.type_expr(p));
@@ -298,7 +298,7 @@ impl<'s> Builder<'s> {
                 }
             }
             Rule::for_stmt => {
-                let mut it = inner.into_inner();
+                let mut it = children(inner);
                 let var = self.ident(it.next().unwrap());
                 let iter = self.expr(it.next().unwrap());
                 StmtKind::For {
@@ -559,7 +559,7 @@ impl<'s> Builder<'s> {
                 });
                 for p in it {
                     let rule = p.as_rule();
-                    let mut pi = p.into_inner();
+                    let mut pi = children(p);
                     if rule == Rule::else_if {
                         let cond = self.expr(pi.next().unwrap());
                         branches.push(IfBranch {
@@ -580,7 +580,7 @@ impl<'s> Builder<'s> {
                 ExprKind::Select { arms }
             }
             Rule::parallel_for => {
-                let mut it = pair.into_inner();
+                let mut it = children(pair);
                 let var = self.ident(it.next().unwrap());
                 let iter = Box::new(self.expr(it.next().unwrap()));
                 ExprKind::ParallelFor {
@@ -596,7 +596,7 @@ impl<'s> Builder<'s> {
 
     fn select_arm(&self, pair: Pair<'_, Rule>) -> SelectArm {
         let span = self.span(&pair);
-        let mut it = pair.into_inner();
+        let mut it = children(pair);
         let call = self.term(it.next().unwrap());
         if !matches!(
             call.kind,
@@ -738,6 +738,16 @@ impl Drop for DepthGuard<'_> {
     fn drop(&mut self) {
         self.cell.set(self.cell.get() - self.cost);
     }
+}
+
+/// The inner pairs without the keyword tokens (`kw_in`, …), which carry no meaning.
+fn children(pair: Pair<'_, Rule>) -> impl Iterator<Item = Pair<'_, Rule>> {
+    pair.into_inner().filter(|p| {
+        !matches!(
+            p.as_rule(),
+            Rule::kw_fn | Rule::kw_if | Rule::kw_in | Rule::kw_as | Rule::kw_for
+        )
+    })
 }
 
 fn is_term(rule: Rule) -> bool {

@@ -35,9 +35,17 @@ fn furthest_tokens(error: &Error<Rule>) -> Option<(usize, Vec<String>)> {
                 && t != "BUILTIN_RULE"
                 && !(t.len() > 2 && t.contains(".."))
                 && !matches!(t.as_str(), "//" | "/*" | "///")
+                && !is_keyword_fragment(t)
         })
         .collect();
     Some((attempts.max_position, tokens))
+}
+
+/// Words among the tried tokens come from the `keyword` rule's trie (`"e" ~ ("lse" |
+/// …)`) behind the `kw` guards: pieces nobody wrote. The keywords a construct expects in
+/// its middle are rules of their own (`kw_in`, …) and reach the message that way.
+fn is_keyword_fragment(token: &str) -> bool {
+    token.chars().all(|c| c.is_ascii_lowercase())
 }
 
 fn rule_offset(error: &Error<Rule>) -> usize {
@@ -226,6 +234,11 @@ fn describe_rule(rule: Rule) -> Describe {
         Rule::block => Token("{"),
         Rule::assign_op => Token("="),
         Rule::else_if | Rule::else_block | Rule::type_args => Continuation,
+        Rule::kw_fn => Token("fn"),
+        Rule::kw_if => Token("if"),
+        Rule::kw_in => Token("in"),
+        Rule::kw_as => Token("as"),
+        Rule::kw_for => Token("for"),
         Rule::use_glob => Token("*"),
         Rule::use_group => Token("{"),
         Rule::or
@@ -368,7 +381,7 @@ fn is_keyword(word: &str) -> bool {
 }
 
 /// A short description of the source at `at`: "`foo`", "a string", "the end of the file".
-fn found(src: &str, at: usize) -> (String, Span) {
+pub fn found(src: &str, at: usize) -> (String, Span) {
     let rest = &src[at.min(src.len())..];
     let Some(c) = rest.chars().next() else {
         return (

@@ -5,10 +5,19 @@
 //! parser resumes at the next line that starts an item, so one broken function does not
 //! hide the others. No pest type appears in the public API.
 
+// pest_derive, built without its `std` feature (whose per-rule stack probe costs a quarter
+// of parse time; `scan` bounds nesting instead), refers to `alloc` by path.
+extern crate alloc;
+
 pub mod ast;
 mod build;
 mod diagnostic;
 mod errors;
+
+/// How an error message names the token at a byte offset: "`fn`", "a string", ….
+pub fn describe_token_at(src: &str, at: usize) -> String {
+    errors::found(src, at).0
+}
 mod line_index;
 mod parse;
 mod scan;
@@ -17,6 +26,7 @@ pub mod sexpr;
 pub use diagnostic::{Diagnostic, Label, Severity};
 pub use line_index::{LineCol, LineIndex};
 pub use parse::{MAX_NESTING, Parse, parse};
+pub use scan::chunk_starts;
 
 /// A byte range in one source file. Offsets are `u32`: sap files are limited to 4 GiB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -41,7 +41,6 @@ pub fn parse(src: &str) -> Parse {
             diagnostics: vec![d],
         };
     }
-    pest::set_error_detail(true);
     let scan = scan::scan(src, MAX_NESTING);
     let pratt = pratt();
     let mut items = Vec::new();
@@ -70,7 +69,8 @@ pub fn parse(src: &str) -> Parse {
                 diagnostics.extend(builder.diagnostics.into_inner());
                 pos = skip_trivia(src, end);
             }
-            Err(error) => {
+            Err(_) => {
+                let error = detailed_error(&src[pos..limit]);
                 let at = pos + errors::error_offset(&error);
                 // An item cut short by a poisoned region is explained by that region's error.
                 if at < limit || limit == src.len() {
@@ -92,6 +92,19 @@ pub fn parse(src: &str) -> Parse {
             span: file_span,
         },
         diagnostics,
+    }
+}
+
+/// Parses a failed item again with pest's tracking of the tokens it tried, which makes
+/// the error message precise but costs over half the parse time when always on. The
+/// switch is process-wide; a concurrent parse only ever gains detail from it.
+fn detailed_error(item: &str) -> pest::error::Error<Rule> {
+    pest::set_error_detail(true);
+    let result = SapParser::parse(Rule::item_entry, item);
+    pest::set_error_detail(false);
+    match result {
+        Err(error) => error,
+        Ok(_) => unreachable!("the same input parsed differently"),
     }
 }
 

@@ -243,3 +243,21 @@ fn nesting_poison(start: usize, resume: usize, max_nesting: usize) -> Poison {
         resume,
     }
 }
+
+/// Where the independent top-level chunks of a file start: the recovery points that are
+/// not a continuation of the doc comment above them. Parsing each chunk on its own gives
+/// the same items and diagnostics as parsing the whole file, which is what lets `hir`
+/// re-parse only the chunk that changed.
+pub fn chunk_starts(src: &str) -> Vec<usize> {
+    let scan = scan(src, crate::MAX_NESTING);
+    let mut starts = vec![0];
+    let mut previous_was_doc = false;
+    for &point in &scan.recovery_points {
+        let is_doc = src[point..].starts_with("///");
+        if !previous_was_doc && point > 0 {
+            starts.push(point);
+        }
+        previous_was_doc = is_doc;
+    }
+    starts
+}

@@ -259,3 +259,69 @@ fn the_benchmark_program_parses_clean() {
     );
     assert!(p.file.items.len() > 100);
 }
+
+/// Parsing chunk by chunk (what `hir` does to re-parse only what changed) gives the same
+/// items and diagnostics as parsing the whole file.
+fn assert_chunked_parse_matches(text: &str) {
+    let whole = parse(text);
+    let starts = syntax::chunk_starts(text);
+    let mut items = Vec::new();
+    let mut diagnostics = Vec::new();
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(text.len());
+        let chunk = parse(&text[start..end]);
+        items.extend(chunk.file.items.iter().map(|item| {
+            (
+                item.name().map(|n| n.name.clone()),
+                item.span.start as usize + start,
+            )
+        }));
+        // Messages may differ where a chunk ends (the chunk's parser sees the end of its
+        // input where the whole file has the next item); what and where must not.
+        diagnostics.extend(
+            chunk
+                .diagnostics
+                .iter()
+                .map(|d| (d.code, d.span.start as usize + start)),
+        );
+    }
+    let whole_items: Vec<_> = whole
+        .file
+        .items
+        .iter()
+        .map(|item| {
+            (
+                item.name().map(|n| n.name.clone()),
+                item.span.start as usize,
+            )
+        })
+        .collect();
+    let whole_diagnostics: Vec<_> = whole
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.span.start as usize))
+        .collect();
+    assert_eq!(items, whole_items);
+    assert_eq!(diagnostics, whole_diagnostics);
+}
+
+#[test]
+fn chunked_parse_matches_whole_parse_on_the_fixtures() {
+    for text in seed_programs() {
+        assert_chunked_parse_matches(&text);
+    }
+    assert_chunked_parse_matches(&testgen::program(500));
+    assert_chunked_parse_matches(
+        "fn a() { let = 1 }\n/// doc\n\nfn b() {}\nfn c( {}\nstruct S { x: i32 }\n",
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn chunked_parse_matches_whole_parse_on_mutations(which in any::<usize>(), edits in proptest::collection::vec(edit(), 1..6)) {
+        let seeds = seed_programs();
+        assert_chunked_parse_matches(&apply(&seeds[which % seeds.len()], &edits));
+    }
+}

@@ -1,0 +1,83 @@
+//! The standard externs, available in every module without a declaration (brief §6).
+//! Their implementations live in the runtime; here they are signatures.
+
+use crate::ty::Ty;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Builtin {
+    Print,
+    Input,
+    ToString,
+    Len,
+    Push,
+    ReadFile,
+    WriteFile,
+    JsonParse,
+    JsonGet,
+}
+
+const ALL: &[(&str, Builtin)] = &[
+    ("print", Builtin::Print),
+    ("input", Builtin::Input),
+    ("to_string", Builtin::ToString),
+    ("len", Builtin::Len),
+    ("push", Builtin::Push),
+    ("read_file", Builtin::ReadFile),
+    ("write_file", Builtin::WriteFile),
+    ("json_parse", Builtin::JsonParse),
+    ("json_get", Builtin::JsonGet),
+];
+
+pub fn lookup(name: &str) -> Option<Builtin> {
+    ALL.iter().find(|(n, _)| *n == name).map(|&(_, b)| b)
+}
+
+pub fn names() -> impl Iterator<Item = &'static str> {
+    ALL.iter().map(|(n, _)| *n)
+}
+
+/// A builtin's signature: parameter names and types, result, and how many type
+/// parameters (`Ty::Param`) it has.
+pub struct BuiltinSig<'db> {
+    pub params: Vec<(&'static str, Ty<'db>)>,
+    pub ret: Ty<'db>,
+    pub generics: u32,
+}
+
+impl Builtin {
+    pub fn name(self) -> &'static str {
+        ALL.iter()
+            .find(|(_, b)| *b == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    pub fn signature<'db>(self) -> BuiltinSig<'db> {
+        let t = || Ty::Param(0);
+        let (params, ret, generics) = match self {
+            Builtin::Print => (vec![("value", Ty::String)], Ty::Unit, 0),
+            Builtin::Input => (vec![], Ty::String, 0),
+            Builtin::ToString => (vec![("value", t())], Ty::String, 1),
+            // `len` also takes a `String`; the checker special-cases it.
+            Builtin::Len => (vec![("xs", Ty::List(Box::new(t())))], Ty::I64, 1),
+            Builtin::Push => (
+                vec![("xs", Ty::List(Box::new(t()))), ("x", t())],
+                Ty::List(Box::new(t())),
+                1,
+            ),
+            Builtin::ReadFile => (vec![("path", Ty::String)], Ty::String, 0),
+            Builtin::WriteFile => (
+                vec![("path", Ty::String), ("content", Ty::String)],
+                Ty::Unit,
+                0,
+            ),
+            Builtin::JsonParse => (vec![("text", Ty::String)], Ty::Json, 0),
+            Builtin::JsonGet => (vec![("value", Ty::Json), ("path", Ty::String)], Ty::Json, 0),
+        };
+        BuiltinSig {
+            params,
+            ret,
+            generics,
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Semantic analysis of sap on salsa: name resolution, types, and the context rules of
+//! the brief §4. Diagnostics are data; nothing here touches the file system or the
+//! terminal.
+//!
+//! The layers, each a set of tracked queries:
+//! - [`items`]: files → chunks (parsed once per distinct text) → [`Item`]s;
+//! - [`defs`]: per item, signatures, struct fields, enum variants, alias targets;
+//! - [`infer`]: per function body, types and the context rules;
+//! - [`effects`]: every function classified pure, extern-calling or contextual;
+//! - [`check_file`]: all diagnostics of one file, with file offsets.
+
+mod builtins;
+mod db;
+pub mod defs;
+pub mod diagnostics;
+pub mod effects;
+pub mod infer;
+pub mod items;
+mod resolve;
+mod ty;
+
+pub use builtins::Builtin;
+pub use db::Database;
+pub use effects::{FnKind, fn_kind, function_kinds};
+pub use items::{Item, ItemKind, SourceFile, Workspace, file_items};
+pub use ty::Ty;
+
+use syntax::Diagnostic;
+
+/// What the analyses need from a database. Tracked functions take `&dyn Db`.
+#[salsa::db]
+pub trait Db: salsa::Database {
+    /// The files checked together; each is a module the others can `use`.
+    fn workspace(&self) -> Workspace;
+}
+
+/// Every diagnostic of `file`, with spans in the file, sorted by position.
+#[salsa::tracked(returns(ref))]
+pub fn check_file(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    let items = file_items(db, file);
+    let mut out: Vec<Diagnostic> = items.syntax_diagnostics.clone();
+    let mut add =
+        |ds: &[diagnostics::HirDiagnostic<'_>]| out.extend(ds.iter().map(|d| d.absolute(db)));
+    add(defs::module_diagnostics(db, file));
+    for &item in &items.items {
+        match item.kind(db) {
+            ItemKind::Fn => {
+                add(&defs::fn_signature(db, item).diagnostics);
+                add(&infer::check_body(db, item).diagnostics);
+            }
+            ItemKind::ExternFn => add(&defs::fn_signature(db, item).diagnostics),
+            ItemKind::Struct => add(&defs::struct_def(db, item).diagnostics),
+            ItemKind::Enum => add(&defs::enum_def(db, item).diagnostics),
+            ItemKind::TypeAlias => add(&defs::alias_def(db, item).1),
+            ItemKind::Use => {}
+        }
+    }
+    out.sort_by_key(|d| (d.span.start, d.span.end));
+    out
+}

@@ -1,0 +1,206 @@
+//! Types: the representation, how type expressions resolve, and how types print.
+
+use std::fmt::Write;
+
+use syntax::ast::{self, TypeExpr, TypeExprKind};
+
+use crate::Db;
+use crate::diagnostics::{self as diag, HirDiagnostic};
+use crate::items::{Item, ItemKind};
+use crate::resolve::{Resolver, TypeDef};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, salsa::SalsaValue)]
+pub enum Ty<'db> {
+    I32,
+    I64,
+    F64,
+    Bool,
+    String,
+    Unit,
+    Json,
+    Tool,
+    Context,
+    List(Box<Ty<'db>>),
+    Option(Box<Ty<'db>>),
+    Struct(Item<'db>),
+    Enum(Item<'db>),
+    /// An inference variable, only inside one body's inference.
+    Var(u32),
+    /// A type parameter of a standard extern (`len(xs: List<T>)`).
+    Param(u32),
+    /// The type of `return`, `break` and `continue`: no value, control leaves.
+    Never,
+    /// Unknown after an error; compatible with everything so errors do not cascade.
+    Error,
+}
+
+impl<'db> Ty<'db> {
+    pub fn is_numeric(&self) -> bool {
+        matches!(self, Ty::I32 | Ty::I64 | Ty::F64)
+    }
+
+    /// Whether `Context` appears anywhere inside.
+    pub fn contains_context(&self) -> bool {
+        match self {
+            Ty::Context => true,
+            Ty::List(t) | Ty::Option(t) => t.contains_context(),
+            _ => false,
+        }
+    }
+
+    pub fn display(&self, db: &'db dyn Db) -> String {
+        let mut out = String::new();
+        self.write(db, &mut out);
+        out
+    }
+
+    fn write(&self, db: &'db dyn Db, out: &mut String) {
+        match self {
+            Ty::I32 => out.push_str("i32"),
+            Ty::I64 => out.push_str("i64"),
+            Ty::F64 => out.push_str("f64"),
+            Ty::Bool => out.push_str("Boolean"),
+            Ty::String => out.push_str("String"),
+            Ty::Unit => out.push_str("()"),
+            Ty::Json => out.push_str("Json"),
+            Ty::Tool => out.push_str("Tool"),
+            Ty::Context => out.push_str("Context"),
+            Ty::List(t) => {
+                out.push_str("List<");
+                t.write(db, out);
+                out.push('>');
+            }
+            Ty::Option(t) => {
+                out.push_str("Option<");
+                t.write(db, out);
+                out.push('>');
+            }
+            Ty::Struct(item) | Ty::Enum(item) => out.push_str(item.name(db)),
+            Ty::Var(_) => out.push('_'),
+            Ty::Param(i) => {
+                let _ = write!(out, "{}", ["T", "U", "V"].get(*i as usize).unwrap_or(&"T"));
+            }
+            Ty::Never => out.push('!'),
+            Ty::Error => out.push_str("{unknown}"),
+        }
+    }
+}
+
+/// Resolves type expressions of one item, collecting diagnostics.
+pub struct TypeLowering<'a, 'db> {
+    pub resolver: &'a Resolver<'db>,
+    pub diagnostics: Vec<HirDiagnostic<'db>>,
+    /// The item whose spans are being reported.
+    pub base: Item<'db>,
+}
+
+impl<'a, 'db> TypeLowering<'a, 'db> {
+    pub fn new(resolver: &'a Resolver<'db>, base: Item<'db>) -> Self {
+        TypeLowering {
+            resolver,
+            diagnostics: Vec::new(),
+            base,
+        }
+    }
+
+    pub fn lower(&mut self, ty: &TypeExpr) -> Ty<'db> {
+        let resolver = self.resolver;
+        self.lower_in(resolver, ty, &mut Vec::new(), true)
+    }
+
+    /// Lowers the target of the alias `alias`, which is being checked itself: a
+    /// reference back to it is a cycle.
+    pub fn lower_alias_target(&mut self, alias: Item<'db>, ty: &TypeExpr) -> Ty<'db> {
+        let resolver = self.resolver;
+        self.lower_in(resolver, ty, &mut vec![alias], true)
+    }
+
+    /// `aliases` is the chain of aliases being expanded, to stop on a cycle. Only the
+    /// item's own type expressions `report`; an alias expanded on the way reports its
+    /// problems where it is declared.
+    fn lower_in(
+        &mut self,
+        resolver: &Resolver<'db>,
+        ty: &TypeExpr,
+        aliases: &mut Vec<Item<'db>>,
+        report: bool,
+    ) -> Ty<'db> {
+        let db = resolver.db;
+        let TypeExprKind::Named { path, args } = &ty.kind else {
+            return Ty::Unit;
+        };
+        let name = path.text();
+        let expect_args = |this: &mut Self, n: usize| -> bool {
+            if args.len() == n {
+                return true;
+            }
+            if report {
+                this.diagnostics.push(diag::wrong_type_arity(
+                    this.base,
+                    ty.span,
+                    &name,
+                    n,
+                    args.len(),
+                ));
+            }
+            false
+        };
+        let builtin = match name.as_str() {
+            "i32" => Some(Ty::I32),
+            "i64" => Some(Ty::I64),
+            "f64" => Some(Ty::F64),
+            "Boolean" | "bool" => Some(Ty::Bool),
+            "String" => Some(Ty::String),
+            "Json" => Some(Ty::Json),
+            "Tool" => Some(Ty::Tool),
+            "Context" => Some(Ty::Context),
+            "List" | "Option" => {
+                if !expect_args(self, 1) {
+                    return Ty::Error;
+                }
+                let inner = Box::new(self.lower_in(resolver, &args[0], aliases, report));
+                return if name == "List" {
+                    Ty::List(inner)
+                } else {
+                    Ty::Option(inner)
+                };
+            }
+            _ => None,
+        };
+        if let Some(t) = builtin {
+            return if expect_args(self, 0) { t } else { Ty::Error };
+        }
+        let Some(TypeDef::Item(item)) = resolver.lookup_type_path(path) else {
+            if report {
+                let similar = resolver.similar_type_names(&name);
+                self.diagnostics
+                    .push(diag::unresolved_type(self.base, path.span, &name, similar));
+            }
+            return Ty::Error;
+        };
+        if !expect_args(self, 0) {
+            return Ty::Error;
+        }
+        match item.kind(db) {
+            ItemKind::Struct => Ty::Struct(item),
+            ItemKind::Enum => Ty::Enum(item),
+            _ => {
+                if aliases.contains(&item) {
+                    if report {
+                        self.diagnostics
+                            .push(diag::alias_cycle(self.base, ty.span, item.name(db)));
+                    }
+                    return Ty::Error;
+                }
+                let ast::ItemKind::TypeAlias(alias) = &item.ast(db).kind else {
+                    return Ty::Error;
+                };
+                aliases.push(item);
+                let alias_resolver = Resolver::new(db, item.file(db));
+                let t = self.lower_in(&alias_resolver, &alias.ty, aliases, false);
+                aliases.pop();
+                t
+            }
+        }
+    }
+}
