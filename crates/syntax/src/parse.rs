@@ -47,41 +47,42 @@ pub fn parse(src: &str) -> Parse {
     let mut diagnostics: Vec<Diagnostic> =
         scan.poisons.iter().map(|p| p.diagnostic.clone()).collect();
 
-    let mut pos = skip_trivia(src, 0);
-    while pos < src.len() {
-        // Parse up to the next region the pre-scan ruled out.
-        let poison = scan.poisons.iter().find(|p| p.resume > pos);
-        let limit = poison.map_or(src.len(), |p| p.start.max(pos));
-        if limit == pos {
-            pos = next_recovery_point(
-                &scan.recovery_points,
-                poison.map_or(src.len(), |p| p.resume - 1),
-            );
-            pos = skip_trivia(src, pos);
-            continue;
-        }
-        match SapParser::parse(Rule::item_entry, &src[pos..limit]) {
-            Ok(mut pairs) => {
-                let pair = pairs.next().expect("grammar: item_entry yields an item");
-                let end = pos + pair.as_span().end();
-                let builder = Builder::new(src, pos, &pratt);
-                items.push(builder.item(pair));
-                diagnostics.extend(builder.diagnostics.into_inner());
-                pos = skip_trivia(src, end);
+    // Chunks start at the lines that start an item; an error ends its chunk, and the
+    // next chunk is parsed afresh. `hir` parses the same chunks one by one, so both give
+    // the same items and errors.
+    let starts = scan::chunk_starts_of(src, &scan);
+    for (n, &chunk_start) in starts.iter().enumerate() {
+        let chunk_end = starts.get(n + 1).copied().unwrap_or(src.len());
+        let mut pos = skip_trivia(src, chunk_start).min(chunk_end);
+        while pos < chunk_end {
+            // Never parse into a region the pre-scan ruled out.
+            let poison = scan
+                .poisons
+                .iter()
+                .find(|p| p.resume > pos && p.start < chunk_end);
+            let limit = poison.map_or(chunk_end, |p| p.start.max(pos));
+            if limit == pos {
+                break;
             }
-            Err(_) => {
-                let error = detailed_error(&src[pos..limit]);
-                let at = pos + errors::error_offset(&error);
-                // An item cut short by a poisoned region is explained by that region's error.
-                if at < limit || limit == src.len() {
-                    diagnostics.push(errors::syntax_error(src, pos, at, &error));
+            match SapParser::parse(Rule::item_entry, &src[pos..limit]) {
+                Ok(mut pairs) => {
+                    let pair = pairs.next().expect("grammar: item_entry yields an item");
+                    let end = pos + pair.as_span().end();
+                    let builder = Builder::new(src, pos, &pratt);
+                    items.push(builder.item(pair));
+                    diagnostics.extend(builder.diagnostics.into_inner());
+                    pos = skip_trivia(src, end).min(chunk_end);
                 }
-                let resume = if at >= limit {
-                    poison.map_or(src.len(), |p| p.resume - 1)
-                } else {
-                    pos
-                };
-                pos = skip_trivia(src, next_recovery_point(&scan.recovery_points, resume));
+                Err(_) => {
+                    let error = detailed_error(&src[pos..limit]);
+                    let at = pos + errors::error_offset(&error);
+                    // An item cut short by a poisoned region is explained by that
+                    // region's error.
+                    if poison.is_none() || at < limit {
+                        diagnostics.push(errors::syntax_error(src, pos, at, &error));
+                    }
+                    break;
+                }
             }
         }
     }
@@ -106,12 +107,6 @@ fn detailed_error(item: &str) -> pest::error::Error<Rule> {
         Err(error) => error,
         Ok(_) => unreachable!("the same input parsed differently"),
     }
-}
-
-/// The first recovery point strictly after `after`, or the end of the file.
-fn next_recovery_point(points: &[usize], after: usize) -> usize {
-    let i = points.partition_point(|&p| p <= after);
-    points.get(i).copied().unwrap_or(usize::MAX)
 }
 
 /// Skips whitespace and comments (not doc comments) from `pos`; clamps to the end.

@@ -245,11 +245,14 @@ fn nesting_poison(start: usize, resume: usize, max_nesting: usize) -> Poison {
 }
 
 /// Where the independent top-level chunks of a file start: the recovery points that are
-/// not a continuation of the doc comment above them. Parsing each chunk on its own gives
-/// the same items and diagnostics as parsing the whole file, which is what lets `hir`
-/// re-parse only the chunk that changed.
+/// not a continuation of the doc comment above them. `parse` parses chunk by chunk, and
+/// parsing each chunk's text on its own gives the same items and errors, which is what
+/// lets `hir` re-parse only the chunk an edit touched.
 pub fn chunk_starts(src: &str) -> Vec<usize> {
-    let scan = scan(src, crate::MAX_NESTING);
+    chunk_starts_of(src, &scan(src, crate::MAX_NESTING))
+}
+
+pub(crate) fn chunk_starts_of(src: &str, scan: &Scan) -> Vec<usize> {
     let mut starts = vec![0];
     let mut previous_was_doc = false;
     for &point in &scan.recovery_points {
