@@ -131,6 +131,47 @@ pub const DUPLICATE_INJECTION: &str = "W0103";
 pub const ONE_ARM_SELECT: &str = "W0104";
 pub const UNREACHABLE: &str = "W0105";
 
+/// Every code `hir` reports, for the fixture test that checks each is covered.
+pub const ALL_CODES: &[&str] = &[
+    UNRESOLVED_NAME,
+    UNRESOLVED_TYPE,
+    DUPLICATE,
+    MISMATCH,
+    ARITY,
+    NOT_CALLABLE,
+    NO_FIELD,
+    NO_METHOD,
+    CONDITION,
+    SELECT_ARMS,
+    CONTEXT_PLACEHOLDER,
+    ASSIGN_UNDECLARED,
+    PARALLEL_ASSIGN,
+    CONTEXT_INJECTED,
+    CONTEXT_MISUSE,
+    TWO_CONTEXTS,
+    NO_CONTEXT,
+    MISSING_RETURN,
+    LOOP_CONTROL,
+    OPERATOR,
+    TYPE_ARITY,
+    UNKNOWN_MODULE,
+    INT_RANGE,
+    STRUCT_LITERAL,
+    FIELD_ACCESS,
+    INDEXING,
+    NO_VARIANT,
+    ALIAS_CYCLE,
+    EXTERN_CONTEXT,
+    UNKNOWN_IMPORT,
+    NOT_A_VALUE,
+    UNUSED_VARIABLE,
+    UNUSED_CONTEXT,
+    UNBOUNDED_WHILE,
+    DUPLICATE_INJECTION,
+    ONE_ARM_SELECT,
+    UNREACHABLE,
+];
+
 pub fn unresolved_name<'db>(
     base: Item<'db>,
     span: Span,

@@ -150,6 +150,12 @@ impl<'db> Resolver<'db> {
             let ast::ItemKind::Use(u) = &use_item.ast(self.db).kind else {
                 continue;
             };
+            if u.path.segments.len() > 2
+                || (u.path.segments.len() > 1 && !matches!(u.kind, UseKind::Single))
+            {
+                out.push(diag::nested_use(use_item, u.path.span));
+                continue;
+            }
             let module = &u.path.segments[0];
             let Some(scope) = self.module(&module.name) else {
                 let known: Vec<&str> = self.modules.keys().map(String::as_str).collect();

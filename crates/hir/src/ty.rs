@@ -92,6 +92,8 @@ pub struct TypeLowering<'a, 'db> {
     pub diagnostics: Vec<HirDiagnostic<'db>>,
     /// The item whose spans are being reported.
     pub base: Item<'db>,
+    /// An alias expansion came back to an alias already being expanded.
+    cycle: bool,
 }
 
 impl<'a, 'db> TypeLowering<'a, 'db> {
@@ -100,6 +102,7 @@ impl<'a, 'db> TypeLowering<'a, 'db> {
             resolver,
             diagnostics: Vec::new(),
             base,
+            cycle: false,
         }
     }
 
@@ -112,7 +115,14 @@ impl<'a, 'db> TypeLowering<'a, 'db> {
     /// reference back to it is a cycle.
     pub fn lower_alias_target(&mut self, alias: Item<'db>, ty: &TypeExpr) -> Ty<'db> {
         let resolver = self.resolver;
-        self.lower_in(resolver, ty, &mut vec![alias], true)
+        let t = self.lower_in(resolver, ty, &mut vec![alias], true);
+        if self.cycle {
+            let name = alias.name(resolver.db);
+            self.diagnostics
+                .push(diag::alias_cycle(self.base, ty.span, name));
+            return Ty::Error;
+        }
+        t
     }
 
     /// `aliases` is the chain of aliases being expanded, to stop on a cycle. Only the
@@ -186,10 +196,8 @@ impl<'a, 'db> TypeLowering<'a, 'db> {
             ItemKind::Enum => Ty::Enum(item),
             _ => {
                 if aliases.contains(&item) {
-                    if report {
-                        self.diagnostics
-                            .push(diag::alias_cycle(self.base, ty.span, item.name(db)));
-                    }
+                    // Reported once, where the alias is declared (`lower_alias_target`).
+                    self.cycle = true;
                     return Ty::Error;
                 }
                 let ast::ItemKind::TypeAlias(alias) = &item.ast(db).kind else {

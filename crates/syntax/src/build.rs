@@ -210,7 +210,11 @@ impl<'s> Builder<'s> {
     }
 
     fn type_expr(&self, pair: Pair<'_, Rule>) -> TypeExpr {
+        // pest's span of `path ~ type_args?` takes in the whitespace skipped before the
+        // absent `type_args`; the type ends where its last token does.
         let span = self.span(&pair);
+        let trimmed = pair.as_str().trim_end().len();
+        let span = Span::new(span.start as usize, span.start as usize + trimmed);
         let inner = pair.into_inner().next().unwrap();
         let kind = match inner.as_rule() {
             Rule::unit_type => TypeExprKind::Unit,

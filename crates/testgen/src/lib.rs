@@ -4,6 +4,9 @@
 
 use std::fmt::Write;
 
+pub mod fixtures;
+pub mod mutate;
+
 /// A program of at least `lines` lines: blocks of declarations, deterministic helpers
 /// and LLM functions, each block self-contained so the program type-checks.
 pub fn program(lines: usize) -> String {

@@ -1,0 +1,122 @@
+//! The fixture harness shared by the crates' data-driven tests: `.sap` files whose
+//! expected diagnostics are written inline, `//~ error[E0001]: message text` on the line
+//! the diagnostic points at (`//~^` for the line above, `//~^^` two above). Each
+//! expectation must match a diagnostic on its line with that severity, code and a
+//! message containing the text; every diagnostic must be expected.
+
+use std::path::{Path, PathBuf};
+
+use syntax::{Diagnostic, LineIndex, Severity};
+
+/// Every `.sap` file under `dir`, sorted.
+pub fn sap_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    collect(dir, &mut out);
+    out
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|e| e == "sap") {
+            out.push(path);
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Expectation {
+    /// Zero-based line.
+    pub line: u32,
+    pub severity: Severity,
+    pub code: Option<String>,
+    pub message: String,
+}
+
+pub fn expectations(text: &str) -> Vec<Expectation> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some(at) = line.find("//~") else { continue };
+        let rest = &line[at + 3..];
+        let carets = rest.chars().take_while(|&c| c == '^').count();
+        let rest = rest[carets..].trim_start();
+        let (severity, rest) = if let Some(r) = rest.strip_prefix("error") {
+            (Severity::Error, r)
+        } else if let Some(r) = rest.strip_prefix("warning") {
+            (Severity::Warning, r)
+        } else {
+            panic!(
+                "line {}: `//~` must be followed by `error` or `warning`",
+                i + 1
+            );
+        };
+        let (code, rest) = match rest.strip_prefix('[') {
+            Some(r) => {
+                let end = r.find(']').expect("unclosed `[` in expectation");
+                (Some(r[..end].to_owned()), &r[end + 1..])
+            }
+            None => (None, rest),
+        };
+        let message = rest.trim_start_matches(':').trim().to_owned();
+        out.push(Expectation {
+            line: (i - carets) as u32,
+            severity,
+            code,
+            message,
+        });
+    }
+    out
+}
+
+/// Compares `diagnostics` of `text` with its inline expectations; one string per problem.
+pub fn check(name: &str, text: &str, diagnostics: &[Diagnostic]) -> Vec<String> {
+    let index = LineIndex::new(text);
+    let mut failures = Vec::new();
+    let mut unmatched: Vec<&Diagnostic> = diagnostics.iter().collect();
+    for exp in expectations(text) {
+        let found = unmatched.iter().position(|d| {
+            index.line_col(text, d.span.start).line == exp.line
+                && d.severity == exp.severity
+                && exp.code.as_deref().is_none_or(|c| c == d.code)
+                && d.message.contains(&exp.message)
+        });
+        match found {
+            Some(i) => {
+                unmatched.remove(i);
+            }
+            None => failures.push(format!(
+                "{name}:{}: expected {:?}[{}]: {}\n  got: {:#?}",
+                exp.line + 1,
+                exp.severity,
+                exp.code.as_deref().unwrap_or("*"),
+                exp.message,
+                diagnostics
+                    .iter()
+                    .map(|d| describe(text, &index, d))
+                    .collect::<Vec<_>>()
+            )),
+        }
+    }
+    for d in unmatched {
+        failures.push(format!("{name}: unexpected {}", describe(text, &index, d)));
+    }
+    failures
+}
+
+fn describe(text: &str, index: &LineIndex, d: &Diagnostic) -> String {
+    let lc = index.line_col(text, d.span.start);
+    format!(
+        "{}:{}: {:?}[{}]: {}",
+        lc.line + 1,
+        lc.col + 1,
+        d.severity,
+        d.code,
+        d.message
+    )
+}
