@@ -889,6 +889,7 @@ impl<'a, 'db> Checker<'a, 'db> {
             }
             match self.resolver.lookup_value(&one.name) {
                 Some(_) => return Ty::Tool,
+                None if self.resolver.is_broken(&one.name) => return Ty::Error,
                 None => {
                     if self.resolver.lookup_type_path(path).is_some() || is_builtin_type(&one.name)
                     {
@@ -1096,8 +1097,10 @@ impl<'a, 'db> Checker<'a, 'db> {
             for a in args {
                 self.infer(a, None);
             }
-            self.diagnostics
-                .push(diag::no_method(self.item, method.span, &method.name));
+            if !self.resolver.is_broken(&method.name) {
+                self.diagnostics
+                    .push(diag::no_method(self.item, method.span, &method.name));
+            }
             return Ty::Error;
         };
         let mut all_args: Vec<&Expr> = vec![receiver];
@@ -1168,6 +1171,9 @@ impl<'a, 'db> Checker<'a, 'db> {
         let Some(def) = self.resolver.lookup_value_path(path) else {
             for a in args {
                 self.infer(a, None);
+            }
+            if self.resolver.is_broken(&text) {
+                return Ty::Error;
             }
             if self.resolver.lookup_type_path(path).is_some() || path.segments.len() == 2 {
                 let d = diag::not_callable(self.item, callee.span, &format!("`{text}`"));

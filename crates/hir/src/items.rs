@@ -122,6 +122,8 @@ pub struct FileItems<'db> {
     pub items: Vec<Item<'db>>,
     /// Syntax errors, spans absolute.
     pub syntax_diagnostics: Vec<Diagnostic>,
+    /// Names of items that failed to parse: uses of them are not reported again.
+    pub broken_names: Vec<String>,
 }
 
 #[salsa::tracked(returns(ref))]
@@ -130,6 +132,7 @@ pub fn file_items<'db>(db: &'db dyn Db, file: SourceFile) -> FileItems<'db> {
     let starts = syntax::chunk_starts(text);
     let mut items = Vec::new();
     let mut syntax_diagnostics = Vec::new();
+    let mut broken_names = Vec::new();
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(text.len());
         let chunk = ChunkText::new(db, text[start..end].to_owned());
@@ -150,11 +153,35 @@ pub fn file_items<'db>(db: &'db dyn Db, file: SourceFile) -> FileItems<'db> {
             let (kind, name) = item_key(ast);
             items.push(Item::new(db, file, kind, name, ast.clone(), start as u32));
         }
+        if parsed.items.is_empty() && !parsed.diagnostics.is_empty() {
+            broken_names.extend(declared_name(&text[start..end]));
+        }
     }
     FileItems {
         items,
         syntax_diagnostics,
+        broken_names,
     }
+}
+
+/// The name a chunk that failed to parse was declaring, read from its first line that is
+/// not a doc comment: `fn name`, `struct Name`, ….
+fn declared_name(chunk: &str) -> Option<String> {
+    let line = chunk
+        .lines()
+        .map(str::trim_start)
+        .find(|l| !l.starts_with("//") && !l.is_empty())?;
+    let mut words = line
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty());
+    let mut keyword = words.next()?;
+    if keyword == "extern" {
+        keyword = words.next()?;
+    }
+    if !matches!(keyword, "fn" | "struct" | "enum" | "type") {
+        return None;
+    }
+    words.next().map(str::to_owned)
 }
 
 fn item_key(item: &ast::Item) -> (ItemKind, String) {
@@ -195,12 +222,16 @@ pub struct ModuleScope<'db> {
     pub uses: Vec<Item<'db>>,
     /// Second and later definitions of a name, with the first.
     pub duplicates: Vec<(Item<'db>, Item<'db>)>,
+    /// Items that failed to parse; a use of one is not an error of its own.
+    pub broken: Vec<String>,
 }
 
 #[salsa::tracked(returns(ref))]
 pub fn module_scope<'db>(db: &'db dyn Db, file: SourceFile) -> ModuleScope<'db> {
     let mut scope = ModuleScope::default();
-    for &item in &file_items(db, file).items {
+    let items = file_items(db, file);
+    scope.broken = items.broken_names.clone();
+    for &item in &items.items {
         let map = match item.kind(db) {
             ItemKind::Fn | ItemKind::ExternFn => &mut scope.values,
             ItemKind::Struct | ItemKind::Enum | ItemKind::TypeAlias => &mut scope.types,

@@ -122,6 +122,11 @@ impl<'db> Resolver<'db> {
         }
     }
 
+    /// Whether `name` is an item of this module that failed to parse.
+    pub fn is_broken(&self, name: &str) -> bool {
+        self.scope.broken.iter().any(|b| b == name)
+    }
+
     pub fn is_module(&self, name: &str) -> bool {
         self.modules.contains_key(name)
     }

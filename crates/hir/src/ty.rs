@@ -181,7 +181,7 @@ impl<'a, 'db> TypeLowering<'a, 'db> {
             return if expect_args(self, 0) { t } else { Ty::Error };
         }
         let Some(TypeDef::Item(item)) = resolver.lookup_type_path(path) else {
-            if report {
+            if report && !resolver.is_broken(&name) {
                 let similar = resolver.similar_type_names(&name);
                 self.diagnostics
                     .push(diag::unresolved_type(self.base, path.span, &name, similar));
