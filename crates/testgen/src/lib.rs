@@ -5,7 +5,9 @@
 use std::fmt::Write;
 
 pub mod fixtures;
+pub mod http;
 pub mod mutate;
+pub mod snapshot;
 
 /// A program of at least `lines` lines: blocks of declarations, deterministic helpers
 /// and LLM functions, each block self-contained so the program type-checks.

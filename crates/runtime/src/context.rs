@@ -1,0 +1,175 @@
+//! The context: what the model sees, scoped by the call stack (brief §4, §5).
+//!
+//! A context is a chain of frames. A call pushes a frame on top of the caller's context
+//! (sharing the caller's frames, not copying them); the callee's injections go into its
+//! frame, which disappears when the callee returns. Loop iterations get a frame each.
+//! `Context::new()` starts an empty chain.
+//!
+//! Rendering is byte-stable, outermost frame first. Program literals are instructions and
+//! appear verbatim; injected values are data, delimited and labelled with where they came
+//! from, so the model can tell the program's instructions from the data it handles.
+
+use std::sync::{Arc, Mutex};
+
+use crate::value::Value;
+
+/// Where an injected value came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The function that injected it.
+    pub function: String,
+    /// What it is there: a parameter or variable name, or `result of f`.
+    pub label: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Entry {
+    /// A string literal of the program, injected with `"…"!`.
+    Instruction(Arc<str>),
+    /// A value injected with `value!`.
+    Data { value: Value, origin: Origin },
+}
+
+#[derive(Debug, Default)]
+struct Frame {
+    parent: Option<Arc<Frame>>,
+    entries: Mutex<Vec<Entry>>,
+}
+
+/// A handle on a chain of frames; cloning it shares the frames.
+#[derive(Clone, Debug)]
+pub struct Context {
+    top: Arc<Frame>,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context::new()
+    }
+}
+
+impl Context {
+    /// An empty context (`Context::new()`).
+    pub fn new() -> Context {
+        Context {
+            top: Arc::new(Frame::default()),
+        }
+    }
+
+    /// A new frame on top of this context, for a callee or a loop iteration. The frames
+    /// below are shared, not copied.
+    pub fn child(&self) -> Context {
+        Context {
+            top: Arc::new(Frame {
+                parent: Some(self.top.clone()),
+                entries: Mutex::default(),
+            }),
+        }
+    }
+
+    pub fn inject(&self, entry: Entry) {
+        self.top
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(entry);
+    }
+
+    pub fn instruct(&self, text: &str) {
+        self.inject(Entry::Instruction(Arc::from(text)));
+    }
+
+    pub fn inject_value(&self, value: Value, function: &str, label: &str) {
+        self.inject(Entry::Data {
+            value,
+            origin: Origin {
+                function: function.to_owned(),
+                label: label.to_owned(),
+            },
+        });
+    }
+
+    /// How many frames the chain has.
+    pub fn depth(&self) -> usize {
+        let mut n = 0;
+        let mut frame = Some(&self.top);
+        while let Some(f) = frame {
+            n += 1;
+            frame = f.parent.as_ref();
+        }
+        n
+    }
+
+    /// Every entry, outermost frame first.
+    pub fn entries(&self) -> Vec<Entry> {
+        let mut frames = Vec::new();
+        let mut frame = Some(&self.top);
+        while let Some(f) = frame {
+            frames.push(f);
+            frame = f.parent.as_ref();
+        }
+        let mut out = Vec::new();
+        for f in frames.into_iter().rev() {
+            out.extend(
+                f.entries
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .cloned(),
+            );
+        }
+        out
+    }
+
+    /// The prompt text of this context.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut frames = Vec::new();
+        let mut frame = Some(&self.top);
+        while let Some(f) = frame {
+            frames.push(f);
+            frame = f.parent.as_ref();
+        }
+        for f in frames.into_iter().rev() {
+            for entry in f.entries.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                render_entry(entry, &mut out);
+            }
+        }
+        out
+    }
+}
+
+fn render_entry(entry: &Entry, out: &mut String) {
+    match entry {
+        Entry::Instruction(text) => {
+            out.push_str(text);
+            out.push('\n');
+        }
+        Entry::Data { value, origin } => {
+            out.push_str("<data from=\"");
+            push_attr(&origin.function, out);
+            out.push_str("\" name=\"");
+            push_attr(&origin.label, out);
+            out.push_str("\">\n");
+            let text = match value {
+                Value::Str(s) => s.to_string(),
+                other => other.to_json_string(),
+            };
+            // Data cannot close its own block: `</data` inside it is escaped.
+            out.push_str(&text.replace("</data", "<\\/data"));
+            out.push_str("\n</data>\n");
+        }
+    }
+}
+
+fn push_attr(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("&quot;"),
+            '<' => out.push_str("&lt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+}

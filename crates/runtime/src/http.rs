@@ -1,0 +1,198 @@
+//! HTTP transport shared by the providers: one `reqwest` client, a concurrency limit,
+//! connect and request timeouts, and retries with exponential backoff and full jitter on
+//! 408, 409, 429, 5xx and connection errors, honouring `retry-after-ms` and
+//! `retry-after`. Other 4xx answers are the caller's mistake and are not retried.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::Value as JsonValue;
+use tokio::sync::Semaphore;
+
+use crate::llm::ProviderError;
+
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    pub connect_timeout: Duration,
+    /// For the whole request, body included.
+    pub request_timeout: Duration,
+    pub max_retries: u32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// Requests in flight at once, per provider.
+    pub concurrency: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(300),
+            max_retries: 4,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            concurrency: 16,
+        }
+    }
+}
+
+pub struct HttpTransport {
+    client: reqwest::Client,
+    pub config: HttpConfig,
+    permits: Semaphore,
+    jitter_state: AtomicU64,
+}
+
+/// A successful answer, body not yet read, and how many retries it took.
+pub struct Answer {
+    pub response: reqwest::Response,
+    pub retries: u32,
+}
+
+impl HttpTransport {
+    pub fn new(config: HttpConfig) -> Result<HttpTransport, ProviderError> {
+        // rustls needs a process-wide crypto provider; a second install is a no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .pool_max_idle_per_host(config.concurrency.max(1))
+            .build()
+            .map_err(|e| ProviderError::Transport {
+                message: format!("cannot build the HTTP client: {e}"),
+                retries: 0,
+            })?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
+            | 1;
+        Ok(HttpTransport {
+            client,
+            permits: Semaphore::new(config.concurrency.max(1)),
+            config,
+            jitter_state: AtomicU64::new(seed),
+        })
+    }
+
+    /// POSTs `body` as JSON, retrying what can be retried.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &JsonValue,
+    ) -> Result<Answer, ProviderError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ProviderError::Protocol("transport closed".to_owned()))?;
+        let body = body.to_string();
+        let mut retries = 0;
+        loop {
+            let mut request = self
+                .client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.clone());
+            for (name, value) in headers {
+                request = request.header(*name, value);
+            }
+            let wait = match request.send().await {
+                Ok(response) if response.status().is_success() => {
+                    return Ok(Answer { response, retries });
+                }
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let retryable = matches!(status, 408 | 409 | 429) || status >= 500;
+                    let hint = retry_after(response.headers());
+                    let message = error_message(response).await;
+                    if !retryable || retries >= self.config.max_retries {
+                        return Err(ProviderError::Http {
+                            status,
+                            message,
+                            retries,
+                        });
+                    }
+                    hint.unwrap_or_else(|| self.backoff(retries))
+                }
+                Err(e) => {
+                    let message = describe(&e);
+                    if retries >= self.config.max_retries {
+                        return Err(if e.is_timeout() {
+                            ProviderError::Timeout { message, retries }
+                        } else {
+                            ProviderError::Transport { message, retries }
+                        });
+                    }
+                    self.backoff(retries)
+                }
+            };
+            tokio::time::sleep(wait.min(self.config.backoff_max)).await;
+            retries += 1;
+        }
+    }
+
+    /// Exponential backoff with full jitter: uniform in `[0, min(max, base · 2^n)]`.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .config
+            .backoff_base
+            .saturating_mul(1 << attempt.min(16))
+            .min(self.config.backoff_max);
+        // xorshift64: jitter needs no cryptographic randomness.
+        let mut x = self.jitter_state.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.jitter_state.store(x, Ordering::Relaxed);
+        let fraction = (x >> 11) as f64 / (1u64 << 53) as f64;
+        ceiling.mul_f64(fraction)
+    }
+}
+
+/// `retry-after-ms` (milliseconds, OpenAI) or `retry-after` (seconds).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let read = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    if let Some(ms) = read("retry-after-ms").filter(|ms| ms.is_finite() && *ms >= 0.0) {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    read("retry-after")
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// The error message of a provider's error body: `{"error": {"message": …}}` in both
+/// OpenAI's and Anthropic's protocols, else the text.
+async fn error_message(response: reqwest::Response) -> String {
+    let text = response.text().await.unwrap_or_default();
+    match serde_json::from_str::<JsonValue>(&text) {
+        Ok(json) => json
+            .pointer("/error/message")
+            .or_else(|| json.get("error"))
+            .or_else(|| json.get("message"))
+            .and_then(|m| {
+                m.as_str()
+                    .map(str::to_owned)
+                    .or_else(|| Some(m.to_string()))
+            })
+            .unwrap_or(text),
+        Err(_) => text.chars().take(500).collect(),
+    }
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}

@@ -1,0 +1,161 @@
+//! The provider-independent shape of one request to the model and its answer, and the
+//! trait every provider implements.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Value as JsonValue, json};
+
+/// One request: the fixed system preamble, the rendered context (the stable prefix a
+/// provider can cache), the call-site instruction, and the schema of the answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmRequest {
+    pub system: Arc<str>,
+    pub context: String,
+    pub instruction: String,
+    pub schema_name: String,
+    pub schema: Arc<JsonValue>,
+    /// Earlier answers that did not validate, each with the correction sent back.
+    pub corrections: Vec<Correction>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Correction {
+    pub answer: String,
+    pub message: String,
+}
+
+impl LlmRequest {
+    /// The user turn: context, then instruction.
+    pub fn user_text(&self) -> String {
+        if self.context.is_empty() {
+            self.instruction.clone()
+        } else {
+            format!("{}\n{}", self.context, self.instruction)
+        }
+    }
+
+    /// The request as data, for transcripts and traces. Equal requests have equal JSON.
+    pub fn to_json(&self) -> JsonValue {
+        let corrections: Vec<JsonValue> = self
+            .corrections
+            .iter()
+            .map(|c| json!({ "answer": c.answer, "message": c.message }))
+            .collect();
+        json!({
+            "system": &*self.system,
+            "context": self.context,
+            "instruction": self.instruction,
+            "schema_name": self.schema_name,
+            "schema": &*self.schema,
+            "corrections": corrections,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Finish {
+    /// The model finished its answer.
+    Stop,
+    /// The answer was cut off at the token limit.
+    Length,
+    /// The model refused, with its explanation.
+    Refusal(String),
+    Other(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmResponse {
+    /// The answer as text (for tool-use providers, the tool input as JSON text).
+    pub text: String,
+    pub finish: Finish,
+    pub usage: Usage,
+    /// How many times the transport retried before this answer.
+    pub retries: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProviderError {
+    /// The server answered with an error status (after retries, for retryable ones).
+    Http {
+        status: u16,
+        message: String,
+        retries: u32,
+    },
+    /// No answer: connection refused or reset, after retries.
+    Transport { message: String, retries: u32 },
+    /// No answer in time.
+    Timeout { message: String, retries: u32 },
+    /// An answer that does not follow the protocol.
+    Protocol(String),
+    /// The replay transcript has no answer for this request.
+    NotRecorded(String),
+    /// The person answering could not be asked (no terminal, end of input).
+    Interactive(String),
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let retried = |n: &u32| {
+            if *n > 0 {
+                format!(" (after {n} retries)")
+            } else {
+                String::new()
+            }
+        };
+        match self {
+            ProviderError::Http {
+                status,
+                message,
+                retries,
+            } => {
+                write!(
+                    f,
+                    "the provider answered HTTP {status}{}: {message}",
+                    retried(retries)
+                )
+            }
+            ProviderError::Transport { message, retries } => {
+                write!(
+                    f,
+                    "could not reach the provider{}: {message}",
+                    retried(retries)
+                )
+            }
+            ProviderError::Timeout { message, retries } => {
+                write!(
+                    f,
+                    "the provider did not answer in time{}: {message}",
+                    retried(retries)
+                )
+            }
+            ProviderError::Protocol(m) => {
+                write!(f, "the provider's answer does not follow its protocol: {m}")
+            }
+            ProviderError::NotRecorded(m) => write!(f, "{m}"),
+            ProviderError::Interactive(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A model behind some protocol.
+pub trait Provider: Send + Sync {
+    /// For traces and errors: `openai`, `anthropic`, `replay`, ….
+    fn name(&self) -> &str;
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+    ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;
+}

@@ -1,0 +1,6 @@
+//! The providers: each a client of one real wire protocol.
+
+pub mod anthropic;
+pub mod interactive;
+pub mod openai;
+pub mod replay;

@@ -1,0 +1,173 @@
+//! JSON Schemas from sap types, in a portable profile that OpenAI strict mode,
+//! Anthropic, vLLM, llama.cpp and Ollama all accept: an object at the root (scalars are
+//! wrapped in `{"value": …}`), every property required, `additionalProperties: false`,
+//! nullable as a type union, enums as string `enum`s, doc comments as `description`s.
+//!
+//! `Json` values travel as a string holding JSON text: strict mode cannot describe "any
+//! value", and a string can hold one.
+
+use serde_json::{Map, Value as JsonValue, json};
+
+use crate::types::{ParamDesc, TypeDesc};
+
+/// The schema of one type, not necessarily an object.
+pub fn schema_of(ty: &TypeDesc) -> JsonValue {
+    let mut visiting = Vec::new();
+    schema_in(ty, &mut visiting)
+}
+
+fn with_description(mut schema: JsonValue, doc: Option<&str>) -> JsonValue {
+    if let (Some(doc), JsonValue::Object(map)) = (doc, &mut schema) {
+        map.insert("description".to_owned(), JsonValue::String(doc.to_owned()));
+    }
+    schema
+}
+
+fn schema_in(ty: &TypeDesc, visiting: &mut Vec<String>) -> JsonValue {
+    match ty {
+        TypeDesc::I32 | TypeDesc::I64 => json!({ "type": "integer" }),
+        TypeDesc::F64 => json!({ "type": "number" }),
+        TypeDesc::Bool => json!({ "type": "boolean" }),
+        TypeDesc::String => json!({ "type": "string" }),
+        TypeDesc::Unit => json!({ "type": "null" }),
+        TypeDesc::Json => {
+            json!({ "type": "string", "description": "a JSON document, written as JSON text" })
+        }
+        TypeDesc::List(elem) => json!({ "type": "array", "items": schema_in(elem, visiting) }),
+        TypeDesc::Option(inner) => {
+            let inner = schema_in(inner, visiting);
+            // A scalar becomes `"type": ["string", "null"]`; anything else an `anyOf`.
+            match inner.get("type").and_then(JsonValue::as_str) {
+                Some(t) if !matches!(t, "object" | "array") && inner.get("enum").is_none() => {
+                    let mut map = inner.as_object().cloned().unwrap_or_default();
+                    map.insert("type".to_owned(), json!([t, "null"]));
+                    JsonValue::Object(map)
+                }
+                _ => json!({ "anyOf": [inner, { "type": "null" }] }),
+            }
+        }
+        TypeDesc::Struct(desc) => {
+            if visiting.contains(&desc.name) {
+                // Recursive data: the model cannot produce an infinite value; a nested
+                // occurrence is described by name and must be null-terminated by an
+                // `Option` or an empty `List` in the type.
+                return json!({ "type": "object", "description": format!("a {}", desc.name) });
+            }
+            visiting.push(desc.name.clone());
+            let mut properties = Map::new();
+            for field in &desc.fields {
+                let schema = with_description(schema_in(&field.ty, visiting), field.doc.as_deref());
+                properties.insert(field.name.clone(), schema);
+            }
+            visiting.pop();
+            let required: Vec<&str> = desc.fields.iter().map(|f| f.name.as_str()).collect();
+            with_description(
+                json!({
+                    "type": "object",
+                    "properties": properties,
+                    "required": required,
+                    "additionalProperties": false,
+                }),
+                desc.doc.as_deref(),
+            )
+        }
+        TypeDesc::Enum(desc) => {
+            let names: Vec<&str> = desc.variants.iter().map(|v| v.name.as_str()).collect();
+            let mut doc = desc.doc.clone().unwrap_or_default();
+            for v in desc.variants.iter().filter(|v| v.doc.is_some()) {
+                if !doc.is_empty() {
+                    doc.push('\n');
+                }
+                doc.push_str(&format!("{}: {}", v.name, v.doc.as_deref().unwrap_or("")));
+            }
+            let schema = json!({ "type": "string", "enum": names });
+            with_description(schema, (!doc.is_empty()).then_some(doc.as_str()))
+        }
+    }
+}
+
+/// An object schema with one required property per entry.
+pub fn object(properties: Vec<(String, JsonValue)>) -> JsonValue {
+    let required: Vec<String> = properties.iter().map(|(k, _)| k.clone()).collect();
+    let map: Map<String, JsonValue> = properties.into_iter().collect();
+    json!({
+        "type": "object",
+        "properties": map,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The root schema for producing a value of `ty`, and whether it is wrapped in
+/// `{"value": …}`.
+pub fn value_schema(ty: &TypeDesc) -> (JsonValue, bool) {
+    if ty.is_object() {
+        (schema_of(ty), false)
+    } else {
+        let inner = with_description(schema_of(ty), ty.doc());
+        (object(vec![("value".to_owned(), inner)]), true)
+    }
+}
+
+/// The schema for filling the missing arguments of a call.
+pub fn arguments_schema(params: &[ParamDesc]) -> JsonValue {
+    object(
+        params
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    with_description(schema_of(&p.ty), p.doc.as_deref()),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The schema for a Boolean decision: a short reason first, then the answer.
+pub fn decision_schema() -> JsonValue {
+    object(vec![
+        (
+            "reason".to_owned(),
+            json!({ "type": "string", "description": "one short sentence" }),
+        ),
+        ("answer".to_owned(), json!({ "type": "boolean" })),
+    ])
+}
+
+/// One arm a `select` offers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmDesc {
+    /// The function the arm calls.
+    pub tool: String,
+    pub doc: Option<String>,
+    /// The `as` binding, shown to the model as what the result is used for.
+    pub binding: Option<String>,
+    /// The arguments the model must fill (the call's `_`s).
+    pub params: Vec<ParamDesc>,
+}
+
+/// The schema for a `select`: `{"choice": {"option": i, "arguments": {…}}}`, one
+/// `anyOf` branch per arm.
+pub fn choice_schema(arms: &[ArmDesc]) -> JsonValue {
+    let branches: Vec<JsonValue> = arms
+        .iter()
+        .enumerate()
+        .map(|(i, arm)| {
+            let mut description = format!("call `{}`", arm.tool);
+            if let Some(doc) = &arm.doc {
+                description.push_str(": ");
+                description.push_str(doc);
+            }
+            let branch = object(vec![
+                (
+                    "option".to_owned(),
+                    json!({ "type": "integer", "enum": [i] }),
+                ),
+                ("arguments".to_owned(), arguments_schema(&arm.params)),
+            ]);
+            with_description(branch, Some(&description))
+        })
+        .collect();
+    object(vec![("choice".to_owned(), json!({ "anyOf": branches }))])
+}
