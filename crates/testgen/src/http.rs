@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpSocket, TcpStream};
 
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
@@ -97,9 +97,13 @@ impl MockServer {
     pub async fn start(
         script: impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static,
     ) -> MockServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
+        // A deep accept queue: a thousand clients connecting at once must not have their
+        // SYNs dropped (each drop costs the client a one-second retransmission).
+        let socket = TcpSocket::new_v4().expect("a TCP socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("an address"))
             .expect("bind a loopback port");
+        let listener = socket.listen(4096).expect("listen");
         let addr = listener.local_addr().expect("local address");
         let requests: Arc<Mutex<Vec<RecordedRequest>>> = Arc::default();
         let script: Arc<Script> = Arc::new(script);
