@@ -31,6 +31,23 @@ pub struct Signature<'db> {
     pub doc: Option<String>,
     pub is_extern: bool,
     pub diagnostics: Vec<HirDiagnostic<'db>>,
+    /// Type names in the signature and the items they name.
+    pub type_refs: Vec<TypeRef<'db>>,
+}
+
+/// A type name resolved to an item, written at `span` (relative to the item).
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub struct TypeRef<'db> {
+    pub span: Span,
+    pub item: Item<'db>,
+}
+
+fn type_refs<'db>(lowering: &TypeLowering<'_, 'db>) -> Vec<TypeRef<'db>> {
+    lowering
+        .references
+        .iter()
+        .map(|&(span, item)| TypeRef { span, item })
+        .collect()
 }
 
 #[salsa::tracked(returns(ref))]
@@ -95,6 +112,7 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
         context_param,
         doc: ast_item.doc.as_ref().map(|d| d.text.clone()),
         is_extern,
+        type_refs: type_refs(&lowering),
         diagnostics: lowering.diagnostics,
     }
 }
@@ -111,6 +129,7 @@ pub struct FieldDef<'db> {
 pub struct StructDef<'db> {
     pub fields: Vec<FieldDef<'db>>,
     pub diagnostics: Vec<HirDiagnostic<'db>>,
+    pub type_refs: Vec<TypeRef<'db>>,
 }
 
 #[salsa::tracked(returns(ref))]
@@ -119,6 +138,7 @@ pub fn struct_def<'db>(db: &'db dyn Db, item: Item<'db>) -> StructDef<'db> {
         return StructDef {
             fields: Vec::new(),
             diagnostics: Vec::new(),
+            type_refs: Vec::new(),
         };
     };
     let resolver = Resolver::new(db, item.file(db));
@@ -152,6 +172,7 @@ pub fn struct_def<'db>(db: &'db dyn Db, item: Item<'db>) -> StructDef<'db> {
     }
     StructDef {
         fields,
+        type_refs: type_refs(&lowering),
         diagnostics: lowering.diagnostics,
     }
 }

@@ -51,6 +51,59 @@ pub struct BodyResult<'db> {
     pub facts: BodyFacts<'db>,
     /// The body can end without a value, so the model produces the result.
     pub is_llm_function: bool,
+    /// Every resolved name, in source order.
+    pub references: Vec<Reference<'db>>,
+    /// Set when the body holds [`COMPLETION_MARKER`].
+    pub completion: Option<CompletionSite<'db>>,
+}
+
+/// What a name in the source refers to, for go-to-definition and hover.
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub enum Target<'db> {
+    /// A parameter or `let` (or loop, `select` binding) of the same function, declared
+    /// at `decl` (relative to the item).
+    Local {
+        decl: Span,
+    },
+    /// A function, extern, struct, enum or alias.
+    Item(Item<'db>),
+    Field {
+        owner: Item<'db>,
+        name: String,
+    },
+    Variant {
+        owner: Item<'db>,
+        name: String,
+    },
+    Builtin(Builtin),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub struct Reference<'db> {
+    /// The name as written, relative to the item.
+    pub span: Span,
+    pub target: Target<'db>,
+}
+
+/// A local visible at some point of a body.
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub struct LocalInfo<'db> {
+    pub name: String,
+    pub ty: Ty<'db>,
+    pub decl: Span,
+}
+
+/// The name an editor inserts at the cursor to ask what could be written there (a
+/// completion request on code that is being typed).
+pub const COMPLETION_MARKER: &str = "sapCompletionMarker";
+
+/// What the checker saw at the completion marker.
+#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
+pub struct CompletionSite<'db> {
+    /// The locals in scope there.
+    pub locals: Vec<LocalInfo<'db>>,
+    /// For `receiver.marker`, the receiver's type.
+    pub receiver: Option<Ty<'db>>,
 }
 
 #[salsa::tracked(returns(ref))]
@@ -61,6 +114,8 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
             expr_types: Vec::new(),
             facts: BodyFacts::default(),
             is_llm_function: false,
+            references: Vec::new(),
+            completion: None,
         };
     };
     let resolver = Resolver::new(db, item.file(db));
@@ -85,6 +140,8 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
         facts: BodyFacts::default(),
         llm_bool_calls: 0,
         loop_exits: 0,
+        references: Vec::new(),
+        completion: None,
     };
     for (i, p) in sig.params.iter().enumerate() {
         let is_context = sig.context_param == Some(i);
@@ -147,6 +204,8 @@ struct Checker<'a, 'db> {
     llm_bool_calls: usize,
     /// `break`s and `return`s seen, to tell bounded loops.
     loop_exits: usize,
+    references: Vec<Reference<'db>>,
+    completion: Option<CompletionSite<'db>>,
 }
 
 impl<'a, 'db> Checker<'a, 'db> {
@@ -245,6 +304,9 @@ impl<'a, 'db> Checker<'a, 'db> {
         let mut lowering = TypeLowering::new(self.resolver, self.item);
         let ty = lowering.lower(t);
         self.diagnostics.extend(lowering.diagnostics);
+        for (span, item) in lowering.references {
+            self.refer(span, Target::Item(item));
+        }
         ty
     }
 
@@ -411,6 +473,8 @@ impl<'a, 'db> Checker<'a, 'db> {
                     ));
                     return Ty::Unit;
                 };
+                let decl = self.locals[id].span;
+                self.refer(target.span, Target::Local { decl });
                 if self.locals[id].parallel_depth < self.parallel_depth {
                     let declared = self.locals[id].span;
                     self.diagnostics.push(diag::parallel_assign(
@@ -577,11 +641,23 @@ impl<'a, 'db> Checker<'a, 'db> {
             } => self.method_call(e.span, receiver, method, args),
             ExprKind::Field { base, name } => {
                 let base_ty = self.infer(base, None);
+                if name.name == COMPLETION_MARKER {
+                    let receiver = self.shallow(&base_ty);
+                    self.completion_here(Some(receiver));
+                    return Ty::Error;
+                }
                 match self.shallow(&base_ty) {
                     Ty::Struct(item) => {
                         let def = struct_def(self.db, item);
                         match def.fields.iter().find(|f| f.name == name.name) {
-                            Some(f) => f.ty.clone(),
+                            Some(f) => {
+                                let target = Target::Field {
+                                    owner: item,
+                                    name: name.name.clone(),
+                                };
+                                self.refer(name.span, target);
+                                f.ty.clone()
+                            }
                             None => {
                                 let similar =
                                     closest(&name.name, def.fields.iter().map(|f| f.name.as_str()));
@@ -883,12 +959,21 @@ impl<'a, 'db> Checker<'a, 'db> {
     fn path_value(&mut self, path: &ast::Path) -> Ty<'db> {
         let db = self.db;
         if let [one] = path.segments.as_slice() {
+            if one.name == COMPLETION_MARKER {
+                self.completion_here(None);
+                return Ty::Error;
+            }
             if let Some(id) = self.lookup_local(&one.name) {
                 self.locals[id].used = true;
+                let decl = self.locals[id].span;
+                self.refer(one.span, Target::Local { decl });
                 return self.locals[id].ty.clone();
             }
             match self.resolver.lookup_value(&one.name) {
-                Some(_) => return Ty::Tool,
+                Some(def) => {
+                    self.refer(one.span, Self::value_target(def));
+                    return Ty::Tool;
+                }
                 None if self.resolver.is_broken(&one.name) => return Ty::Error,
                 None => {
                     if self.resolver.lookup_type_path(path).is_some() || is_builtin_type(&one.name)
@@ -925,8 +1010,14 @@ impl<'a, 'db> Checker<'a, 'db> {
                     _ => None,
                 };
                 if let Some(enum_item) = enum_item {
+                    self.refer(first.span, Target::Item(item));
                     let def = enum_def(db, enum_item);
                     if def.variants.iter().any(|(v, _)| *v == second.name) {
+                        let target = Target::Variant {
+                            owner: enum_item,
+                            name: second.name.clone(),
+                        };
+                        self.refer(second.span, target);
                         return Ty::Enum(enum_item);
                     }
                     let similar =
@@ -950,7 +1041,8 @@ impl<'a, 'db> Checker<'a, 'db> {
                 return Ty::Error;
             }
             if self.resolver.is_module(&first.name) {
-                if self.resolver.lookup_value_path(path).is_some() {
+                if let Some(def) = self.resolver.lookup_value_path(path) {
+                    self.refer(second.span, Self::value_target(def));
                     return Ty::Tool;
                 }
                 let d = diag::unresolved_name(self.item, second.span, &path.text(), None);
@@ -1015,9 +1107,17 @@ impl<'a, 'db> Checker<'a, 'db> {
             return Ty::Error;
         };
         let def = struct_def(db, item);
+        self.refer(path.last().span, Target::Item(item));
         let mut seen: Vec<&str> = Vec::new();
         for f in fields {
             let field = def.fields.iter().find(|d| d.name == f.name.name);
+            if field.is_some() {
+                let target = Target::Field {
+                    owner: item,
+                    name: f.name.name.clone(),
+                };
+                self.refer(f.name.span, target);
+            }
             let expected = field.map(|d| d.ty.clone());
             let found = match &f.value {
                 Some(v) => {
@@ -1105,6 +1205,7 @@ impl<'a, 'db> Checker<'a, 'db> {
         };
         let mut all_args: Vec<&Expr> = vec![receiver];
         all_args.extend(args);
+        self.refer(method.span, Self::value_target(def));
         self.call_resolved(span, def, &method.name, &all_args, false)
     }
 
@@ -1188,6 +1289,7 @@ impl<'a, 'db> Checker<'a, 'db> {
         };
         let mut all_args: Vec<&Expr> = receiver.into_iter().collect();
         all_args.extend(args);
+        self.refer(path.last().span, Self::value_target(def));
         self.call_resolved(span, def, &text, &all_args, in_select)
     }
 
@@ -1297,6 +1399,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                     args,
                 } => match self.resolver.lookup_value(&method.name) {
                     Some(def) => {
+                        self.refer(method.span, Self::value_target(def));
                         let mut all: Vec<&Expr> = vec![receiver];
                         all.extend(args);
                         self.call_resolved(arm.call.span, def, &method.name, &all, true)
@@ -1344,6 +1447,42 @@ impl<'a, 'db> Checker<'a, 'db> {
 
     // ------------------------------------------------------------ finishing
 
+    /// A type after inference, with unknowns as `Error`.
+    fn resolve_final(&self, t: &Ty<'db>) -> Ty<'db> {
+        let t = self.resolve(t);
+        if matches!(t, Ty::Var(_)) {
+            Ty::Error
+        } else {
+            t
+        }
+    }
+
+    fn refer(&mut self, span: Span, target: Target<'db>) {
+        self.references.push(Reference { span, target });
+    }
+
+    fn value_target(def: ValueDef<'db>) -> Target<'db> {
+        match def {
+            ValueDef::Item(item) => Target::Item(item),
+            ValueDef::Builtin(b) => Target::Builtin(b),
+        }
+    }
+
+    /// At the completion marker: remember what is in scope.
+    fn completion_here(&mut self, receiver: Option<Ty<'db>>) {
+        let locals = self
+            .scopes
+            .iter()
+            .flatten()
+            .map(|&id| LocalInfo {
+                name: self.locals[id].name.clone(),
+                ty: self.locals[id].ty.clone(),
+                decl: self.locals[id].span,
+            })
+            .collect();
+        self.completion = Some(CompletionSite { locals, receiver });
+    }
+
     fn finish(mut self, params: &[ast::Param], is_llm_function: bool) -> BodyResult<'db> {
         let _ = params;
         // Parameters are in the outermost scope.
@@ -1387,6 +1526,17 @@ impl<'a, 'db> Checker<'a, 'db> {
                 }
             })
             .collect();
+        let completion = self.completion.take().map(|c| CompletionSite {
+            locals: c
+                .locals
+                .into_iter()
+                .map(|l| LocalInfo {
+                    ty: self.resolve_final(&l.ty),
+                    ..l
+                })
+                .collect(),
+            receiver: c.receiver.map(|t| self.resolve_final(&t)),
+        });
         let mut diagnostics = self.diagnostics;
         diagnostics.sort_by_key(|d| (d.diagnostic.span.start, d.diagnostic.span.end));
         BodyResult {
@@ -1394,6 +1544,8 @@ impl<'a, 'db> Checker<'a, 'db> {
             expr_types,
             facts: self.facts,
             is_llm_function,
+            references: self.references,
+            completion,
         }
     }
 }

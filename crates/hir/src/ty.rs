@@ -94,6 +94,8 @@ pub struct TypeLowering<'a, 'db> {
     pub base: Item<'db>,
     /// An alias expansion came back to an alias already being expanded.
     cycle: bool,
+    /// Every type name resolved to an item, with where it is written.
+    pub references: Vec<(syntax::Span, Item<'db>)>,
 }
 
 impl<'a, 'db> TypeLowering<'a, 'db> {
@@ -103,6 +105,7 @@ impl<'a, 'db> TypeLowering<'a, 'db> {
             diagnostics: Vec::new(),
             base,
             cycle: false,
+            references: Vec::new(),
         }
     }
 
@@ -190,6 +193,9 @@ impl<'a, 'db> TypeLowering<'a, 'db> {
         };
         if !expect_args(self, 0) {
             return Ty::Error;
+        }
+        if report {
+            self.references.push((path.last().span, item));
         }
         match item.kind(db) {
             ItemKind::Struct => Ty::Struct(item),

@@ -30,6 +30,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Run the language server on standard input and output.
+    Lsp,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -63,5 +65,12 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
+        Command::Lsp => match lsp::run_stdio() {
+            Ok(()) => ExitCode::from(exit::OK),
+            Err(e) => {
+                eprintln!("error: the language server stopped: {e}");
+                ExitCode::from(exit::USAGE)
+            }
+        },
     }
 }

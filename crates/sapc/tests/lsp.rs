@@ -1,0 +1,385 @@
+//! `sapc lsp` as an editor sees it: a process speaking JSON-RPC over stdio.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    messages: Receiver<Value>,
+    next_id: i64,
+}
+
+fn read_message(reader: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length:") {
+            length = v.trim().parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; length?];
+    reader.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+impl Client {
+    fn start(init: Value) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .arg("lsp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sapc lsp starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, messages) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            while let Some(m) = read_message(&mut reader) {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut client = Client {
+            child,
+            stdin,
+            messages,
+            next_id: 1,
+        };
+        let result = client.request("initialize", init);
+        assert!(result["capabilities"]["hoverProvider"].as_bool().unwrap());
+        client.notify("initialized", json!({}));
+        client
+    }
+
+    fn send(&mut self, message: Value) {
+        let body = message.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// The full response (result or error) to a request.
+    fn request_raw(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        self.wait_for(|m| m.get("id") == Some(&json!(id)))
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request_raw(method, params);
+        assert!(
+            response.get("error").is_none(),
+            "{method} failed: {response}"
+        );
+        response["result"].clone()
+    }
+
+    fn wait_for(&mut self, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.messages.recv_timeout(left) {
+                Ok(m) if want(&m) => return m,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => panic!("no such message from the server in time"),
+                Err(RecvTimeoutError::Disconnected) => panic!("the server exited"),
+            }
+        }
+    }
+
+    /// The next diagnostics published for `uri` at `version`.
+    fn diagnostics(&mut self, uri: &str, version: i64) -> Vec<Value> {
+        let m = self.wait_for(|m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri
+                && m["params"]["version"] == version
+        });
+        m["params"]["diagnostics"].as_array().unwrap().clone()
+    }
+
+    fn open(&mut self, uri: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri, "languageId": "sap", "version": 1, "text": text } }),
+        );
+    }
+
+    fn at(&mut self, method: &str, uri: &str, line: u32, character: u32) -> Value {
+        self.request(method, json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character } }))
+    }
+
+    fn stop(mut self) {
+        self.request("shutdown", Value::Null);
+        self.notify("exit", Value::Null);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success());
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        panic!("the server did not exit");
+    }
+}
+
+const URI: &str = "file:///tmp/sap-lsp-test/agent.sap";
+
+const PROGRAM: &str = "\
+/// What the model found.
+struct Analysis {
+    /// One sentence per bug.
+    bugs: List<String>,
+}
+
+/// Finds bugs in `code`.
+fn analyze_code(ctx: Context, code: String) -> Analysis {
+    \"Analyze the following code\"!
+    code!
+}
+
+fn main(ctx: Context) -> () {
+    let source = \"fn div(a, b) = a / b\"
+    let analysis = ctx.analyze_code(source)
+    print(to_string(len(analysis.bugs)))
+    let n: i32 = \"oops\"
+    print(to_string(n))
+}
+";
+
+#[test]
+fn diagnostics_follow_edits() {
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(URI, PROGRAM);
+    let diagnostics = client.diagnostics(URI, 1);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0]["code"], "E0103");
+    assert_eq!(
+        diagnostics[0]["range"]["start"],
+        json!({ "line": 16, "character": 17 })
+    );
+    assert!(
+        diagnostics[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("expected `i32`, found `String`")
+    );
+
+    // Fix it with an incremental edit: `"oops"` → `5`.
+    client.notify(
+        "textDocument/didChange",
+        json!({
+            "textDocument": { "uri": URI, "version": 2 },
+            "contentChanges": [{ "range": { "start": { "line": 16, "character": 17 }, "end": { "line": 16, "character": 23 } }, "text": "5" }],
+        }),
+    );
+    assert_eq!(client.diagnostics(URI, 2), Vec::<Value>::new());
+
+    // Break the syntax with a full-text change; the error is located.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": URI, "version": 3 }, "contentChanges": [{ "text": "fn f() -> i32 {\n    add(1, 2;\n}\n" }] }),
+    );
+    let diagnostics = client.diagnostics(URI, 3);
+    assert_eq!(diagnostics[0]["code"], "E0001");
+    assert!(
+        diagnostics[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected `)` after the arguments of `add`")
+    );
+    client.stop();
+}
+
+#[test]
+fn hover_definition_symbols() {
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(URI, PROGRAM);
+    client.diagnostics(URI, 1);
+
+    // Hover on `analyze_code` in `ctx.analyze_code(source)`: signature and doc.
+    let hover = client.at("textDocument/hover", URI, 14, 25);
+    let text = hover["contents"]["value"].as_str().unwrap();
+    assert!(
+        text.contains("fn analyze_code(ctx: Context, code: String) -> Analysis"),
+        "{text}"
+    );
+    assert!(text.contains("Finds bugs in `code`."), "{text}");
+
+    // Hover on a local: its type.
+    let hover = client.at("textDocument/hover", URI, 15, 25);
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("analysis: Analysis"),
+        "{hover}"
+    );
+
+    // Hover on a field: type and doc.
+    let hover = client.at("textDocument/hover", URI, 15, 35);
+    let text = hover["contents"]["value"].as_str().unwrap();
+    assert!(
+        text.contains("Analysis.bugs: List<String>") && text.contains("One sentence per bug."),
+        "{text}"
+    );
+
+    // Definitions: a function, a local, a field, a type.
+    let def = client.at("textDocument/definition", URI, 14, 25);
+    assert_eq!(def["range"]["start"], json!({ "line": 7, "character": 3 }));
+    let def = client.at("textDocument/definition", URI, 14, 36);
+    assert_eq!(
+        def["range"]["start"],
+        json!({ "line": 13, "character": 8 }),
+        "the local `source`"
+    );
+    let def = client.at("textDocument/definition", URI, 15, 35);
+    assert_eq!(
+        def["range"]["start"],
+        json!({ "line": 3, "character": 4 }),
+        "the field `bugs`"
+    );
+    let def = client.at("textDocument/definition", URI, 7, 50);
+    assert_eq!(
+        def["range"]["start"],
+        json!({ "line": 1, "character": 7 }),
+        "the struct `Analysis`"
+    );
+
+    let symbols = client.request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": URI } }),
+    );
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Analysis", "analyze_code", "main"]);
+    assert_eq!(symbols[0]["children"][0]["name"], "bugs");
+    client.stop();
+}
+
+#[test]
+fn completion_and_signature_help() {
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    let text = "\
+struct Analysis { bugs: List<String> }
+fn analyze_code(ctx: Context, code: String) -> Analysis { code! }
+fn summarize(ctx: Context, a: Analysis) -> String { a! }
+fn main(ctx: Context) -> () {
+    let source = \"x\"
+    let analysis = ctx.analyze_code(source)
+    ctx.
+}
+";
+    client.open(URI, text);
+    client.diagnostics(URI, 1);
+
+    // After `ctx.`: the functions that take a context first (Context methods).
+    let items = client.at("textDocument/completion", URI, 6, 8)["items"].clone();
+    let labels: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap())
+        .collect();
+    assert!(
+        labels.contains(&"analyze_code") && labels.contains(&"summarize"),
+        "{labels:?}"
+    );
+    assert!(!labels.contains(&"print"), "{labels:?}");
+
+    // Typing a new statement: locals with their types, functions, keywords.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": URI, "version": 2 }, "contentChanges": [{ "range": { "start": { "line": 6, "character": 4 }, "end": { "line": 6, "character": 8 } }, "text": "ana" }] }),
+    );
+    let items = client.at("textDocument/completion", URI, 6, 7)["items"].clone();
+    let find = |label: &str| {
+        items
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["label"] == label)
+            .cloned()
+    };
+    assert_eq!(find("analysis").unwrap()["detail"], "Analysis");
+    assert_eq!(find("source").unwrap()["detail"], "String");
+    assert!(find("analyze_code").is_some());
+    assert!(find("while").is_some());
+
+    // A field after a struct value.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": URI, "version": 3 }, "contentChanges": [{ "range": { "start": { "line": 6, "character": 4 }, "end": { "line": 6, "character": 7 } }, "text": "analysis." }] }),
+    );
+    let items = client.at("textDocument/completion", URI, 6, 13)["items"].clone();
+    let bugs = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["label"] == "bugs")
+        .cloned()
+        .unwrap();
+    assert_eq!(bugs["detail"], "List<String>");
+
+    // Signature help inside an unfinished call, with the placeholder marked.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": URI, "version": 4 }, "contentChanges": [{ "range": { "start": { "line": 6, "character": 4 }, "end": { "line": 6, "character": 13 } }, "text": "analyze_code(ctx, _" }] }),
+    );
+    let help = client.at("textDocument/signatureHelp", URI, 6, 23);
+    let signature = &help["signatures"][0];
+    assert_eq!(
+        signature["label"],
+        "analyze_code(ctx: Context, code: String) -> Analysis"
+    );
+    assert_eq!(help["activeParameter"], 1);
+    let note = signature["parameters"][1]["documentation"]["value"]
+        .as_str()
+        .unwrap();
+    assert!(note.contains("filled by the model"), "{note}");
+    client.stop();
+}
+
+#[test]
+fn errors_do_not_stop_the_server_and_utf8_is_negotiated() {
+    let mut client = Client::start(
+        json!({ "capabilities": { "general": { "positionEncodings": ["utf-8", "utf-16"] } } }),
+    );
+    let response = client.request_raw("textDocument/hover", json!({ "textDocument": { "uri": "file:///not/open.sap" }, "position": { "line": 0, "character": 0 } }));
+    assert_eq!(response["error"]["code"], -32602);
+    let response = client.request_raw("workspace/frobnicate", json!({}));
+    assert_eq!(response["error"]["code"], -32601);
+
+    // UTF-8 columns: the error after `"日本語"` is at byte column 25, not UTF-16 column 19.
+    client.open(URI, "fn f() -> i32 {\n    let s = \"日本語\"; s\n}\n");
+    let diagnostics = client.diagnostics(URI, 1);
+    assert_eq!(
+        diagnostics[0]["range"]["start"],
+        json!({ "line": 1, "character": 25 })
+    );
+    client.stop();
+}
