@@ -103,7 +103,7 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
     entries.sort();
     for entry in entries {
         let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') || name == "target" {
+        if name.starts_with('.') || name == "target" || name == "node_modules" {
             continue;
         }
         if entry.is_dir() {
