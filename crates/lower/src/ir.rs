@@ -1,0 +1,312 @@
+//! The IR: each function is a control-flow graph of basic blocks. Variables are slots
+//! (`Local`); expression results are values (`Value`) that live within one block.
+//! Deterministic operations and the four kinds of LLM call site are distinct
+//! instructions, and every LLM site and every operation that can fail carries the source
+//! span it came from, so runtime errors and traces point at source.
+//!
+//! The module is plain data (serde), so `sapc build` can cache it.
+
+use serde::{Deserialize, Serialize};
+
+pub type FuncId = u32;
+pub type TypeId = u32;
+pub type SiteId = u32;
+pub type LocalId = u32;
+pub type BlockId = u32;
+pub type ValueId = u32;
+
+/// A byte range in a source file of the module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SrcSpan {
+    pub file: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Module {
+    /// Source file paths, indexed by `SrcSpan::file`.
+    pub files: Vec<String>,
+    pub types: Vec<TypeDef>,
+    pub functions: Vec<Function>,
+    pub externs: Vec<Extern>,
+    pub sites: Vec<LlmSite>,
+    /// The function `sapc run` starts, if the module has a `main`.
+    pub main: Option<FuncId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Type {
+    Unit,
+    Bool,
+    I32,
+    I64,
+    F64,
+    Str,
+    Json,
+    Tool,
+    Context,
+    List(Box<Type>),
+    Option(Box<Type>),
+    Struct(TypeId),
+    Enum(TypeId),
+}
+
+impl Type {
+    /// Whether values of the type live on the heap (and are reference counted).
+    pub fn is_heap(&self) -> bool {
+        !matches!(
+            self,
+            Type::Unit | Type::Bool | Type::I32 | Type::I64 | Type::F64 | Type::Enum(_)
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TypeDef {
+    Struct {
+        name: String,
+        doc: Option<String>,
+        fields: Vec<Field>,
+    },
+    Enum {
+        name: String,
+        doc: Option<String>,
+        variants: Vec<(String, Option<String>)>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Field {
+    pub name: String,
+    pub doc: Option<String>,
+    pub ty: Type,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub doc: Option<String>,
+    pub ty: Type,
+}
+
+/// Pure, extern-calling or contextual (see `hir::FnKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Effect {
+    Pure,
+    ExternCalling,
+    Contextual,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Function {
+    pub name: String,
+    pub doc: Option<String>,
+    pub params: Vec<Param>,
+    pub ret: Type,
+    pub effect: Effect,
+    /// Parameters first, in order, then every `let`, loop variable and temporary slot.
+    pub locals: Vec<LocalDef>,
+    /// The local holding the current context, when the function has one.
+    pub context: Option<LocalId>,
+    /// Block 0 is the entry.
+    pub blocks: Vec<Block>,
+    /// Values are numbered per function.
+    pub value_count: u32,
+    pub span: SrcSpan,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LocalDef {
+    pub name: String,
+    pub ty: Type,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    pub insts: Vec<Inst>,
+    pub term: Terminator,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Inst {
+    /// The value this instruction defines, with its type.
+    pub dest: Option<(ValueId, Type)>,
+    pub op: Op,
+    /// Where it comes from; set on everything that can fail or calls the model.
+    pub span: Option<SrcSpan>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Const {
+    Unit,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    /// An enum variant by index.
+    Variant(TypeId, u32),
+    /// A function or extern used as a value.
+    Tool(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// `+` on strings.
+    Concat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// A standard extern, implemented by the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Builtin {
+    Print,
+    Input,
+    ToString,
+    Len,
+    Push,
+    ReadFile,
+    WriteFile,
+    JsonParse,
+    JsonGet,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    Const(Const),
+    /// Copy a variable's value.
+    Load(LocalId),
+    /// Set a variable.
+    Store(LocalId, ValueId),
+    /// Checked arithmetic and comparisons; the operand type says which.
+    Binary(BinOp, Type, ValueId, ValueId),
+    Unary(UnOp, Type, ValueId),
+    /// Call a sap function.
+    Call(FuncId, Vec<ValueId>),
+    /// Call a declared extern, by name (the host registers it).
+    CallExtern(String, Vec<ValueId>),
+    CallBuiltin(Builtin, Vec<ValueId>),
+    /// `xs = push(xs, x)`: append in place when `xs` is not shared.
+    PushInPlace(LocalId, ValueId),
+    List(Vec<ValueId>),
+    Struct(TypeId, Vec<ValueId>),
+    Field(ValueId, u32),
+    Index(ValueId, ValueId),
+    /// `Context::new()`.
+    ContextNew,
+    /// A frame on top of a context, for a callee or a loop iteration.
+    ContextChild(ValueId),
+    /// `"text"!`: an instruction into a context.
+    Instruct(ValueId, String),
+    /// `value!`: data into a context, labelled.
+    Inject {
+        ctx: ValueId,
+        value: ValueId,
+        function: String,
+        label: String,
+    },
+    /// LLM site: the result of an LLM function.
+    Produce {
+        site: SiteId,
+        ctx: ValueId,
+    },
+    /// LLM site: the `_` arguments of a call, all at once; then `Arg` reads each.
+    Fill {
+        site: SiteId,
+        ctx: ValueId,
+    },
+    /// LLM site: a `select` arm and its `_` arguments; `Arm` reads the index, `Arg` the
+    /// arguments.
+    Choose {
+        site: SiteId,
+        ctx: ValueId,
+    },
+    /// LLM site: a Boolean condition.
+    Decide {
+        site: SiteId,
+        ctx: ValueId,
+    },
+    /// The `i`-th argument the model filled in a `Fill` or `Choose` result.
+    Arg(ValueId, u32),
+    /// The arm index of a `Choose` result.
+    Arm(ValueId),
+    /// `parallel for`: run `body` for every element of `list` concurrently, passing the
+    /// `captures` and then the element; the result is the list of its results, in order.
+    ParallelFor {
+        list: ValueId,
+        body: FuncId,
+        captures: Vec<ValueId>,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Terminator {
+    #[default]
+    Unreachable,
+    Jump(BlockId),
+    Branch(ValueId, BlockId, BlockId),
+    /// Jump to `targets[value]` (a `select`'s chosen arm).
+    Switch(ValueId, Vec<BlockId>),
+    Return(ValueId),
+}
+
+/// What kind of question an LLM site asks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SiteKind {
+    /// A value of `ret`, the result of `function`.
+    Produce { ret: Type },
+    /// The `params` of a call to `callee`.
+    Fill {
+        callee: String,
+        callee_doc: Option<String>,
+        params: Vec<Param>,
+    },
+    /// One of `arms`.
+    Choose { arms: Vec<SiteArm> },
+    /// A Boolean: whether `function` holds.
+    Decide,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SiteArm {
+    pub tool: String,
+    pub doc: Option<String>,
+    pub binding: Option<String>,
+    /// The arm's `_` parameters, in order.
+    pub params: Vec<Param>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LlmSite {
+    /// The function the site is in.
+    pub function: String,
+    /// The function asked about (the callee for `Produce` and `Decide`).
+    pub subject: String,
+    pub doc: Option<String>,
+    pub kind: SiteKind,
+    pub span: SrcSpan,
+}
+
+/// A declared extern: the signature the host must register.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Extern {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub ret: Type,
+}

@@ -1,0 +1,68 @@
+//! The IR of every example, as snapshots of its printed form; serialization round trips.
+
+use std::path::{Path, PathBuf};
+
+fn lower_file(path: &Path) -> lower::ir::Module {
+    let mut db = hir::Database::default();
+    db.add_file(
+        path.display().to_string(),
+        std::fs::read_to_string(path).unwrap(),
+    );
+    lower::lower_workspace(&db).unwrap_or_else(|| panic!("{} does not check", path.display()))
+}
+
+fn examples() -> Vec<PathBuf> {
+    testgen::fixtures::sap_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
+}
+
+#[test]
+fn every_example_lowers_and_matches_its_snapshot() {
+    let snapshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let examples = examples();
+    assert!(examples.len() >= 10);
+    for path in examples {
+        let module = lower_file(&path);
+        let mut printed = lower::print::module(&module);
+        // Spans depend on the example's text; the snapshot is about structure.
+        printed = printed
+            .lines()
+            .map(|l| l.split("  @").next().unwrap_or(l).to_owned() + "\n")
+            .collect();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string() + ".ir";
+        testgen::snapshot::assert_snapshot(&snapshots, &name, &printed);
+    }
+}
+
+#[test]
+fn the_ir_round_trips_through_json() {
+    for path in examples() {
+        let module = lower_file(&path);
+        let json = serde_json::to_string(&module).unwrap();
+        let back: lower::ir::Module = serde_json::from_str(&json).unwrap();
+        assert_eq!(module, back, "{}", path.display());
+    }
+}
+
+#[test]
+fn programs_with_errors_are_not_lowered() {
+    let mut db = hir::Database::default();
+    db.add_file("bad.sap", "fn f() -> i32 { \"no\" }\n");
+    assert!(lower::lower_workspace(&db).is_none());
+}
+
+#[test]
+fn llm_sites_are_distinct_instructions_with_spans() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/calculator_extern.sap");
+    let module = lower_file(&path);
+    let printed = lower::print::module(&module);
+    assert!(printed.contains("site s0 in calculator_agent"), "{printed}");
+    assert!(
+        printed.contains("choose [add(x, y) as sum | subtract(x, y) as diff]"),
+        "{printed}"
+    );
+    assert!(printed.contains("llm.choose s0"), "{printed}");
+    assert!(printed.contains("call extern add(v"), "{printed}");
+    let site = &module.sites[0];
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text[site.span.start as usize..site.span.end as usize].starts_with("select {"));
+}
