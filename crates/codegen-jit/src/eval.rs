@@ -1,0 +1,458 @@
+//! The reference evaluator: a direct interpreter of the IR. It defines what every
+//! operation means, and is the oracle the native code generator is tested against.
+//!
+//! It runs on a plain thread (LLM calls block on the host's tokio runtime) with a stack
+//! large enough for `Limits::max_depth` nested calls; recursion beyond the limit is an
+//! error, never a stack overflow.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lower::ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
+use runtime::value::StructValue;
+use runtime::{Context, TypeDesc, Value};
+
+use crate::host::{ExecError, Host, StackFrame};
+
+/// A value at run time: a sap value, a context, or what an LLM fill or choice returned.
+#[derive(Clone, Debug)]
+pub enum Slot {
+    Empty,
+    Val(Value),
+    Ctx(Context),
+    /// Filled arguments, with the chosen arm for a `select`.
+    Pack(Option<usize>, Arc<Vec<Value>>),
+}
+
+impl Slot {
+    fn val(&self) -> &Value {
+        match self {
+            Slot::Val(v) => v,
+            _ => &Value::Unit,
+        }
+    }
+}
+
+pub struct Evaluator<'h> {
+    host: &'h Host,
+    iterations: AtomicU64,
+}
+
+fn err(message: impl Into<String>, span: Option<SrcSpan>) -> ExecError {
+    ExecError::new(message, span)
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(n) => *n,
+        Value::Bool(b) => *b as i64,
+        Value::Enum { variant, .. } => *variant as i64,
+        _ => 0,
+    }
+}
+
+fn float(v: &Value) -> f64 {
+    match v {
+        Value::Float(x) => *x,
+        _ => 0.0,
+    }
+}
+
+/// Checked integer arithmetic in the range of `ty`.
+pub fn int_op(
+    op: BinOp,
+    ty: &Type,
+    a: i64,
+    b: i64,
+    span: Option<SrcSpan>,
+) -> Result<i64, ExecError> {
+    let symbol = match op {
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::Mul => "*",
+        BinOp::Div => "/",
+        _ => "%",
+    };
+    if matches!(op, BinOp::Div | BinOp::Rem) && b == 0 {
+        return Err(err(format!("division by zero: {a} {symbol} 0"), span));
+    }
+    let wide = match op {
+        BinOp::Add => a.checked_add(b),
+        BinOp::Sub => a.checked_sub(b),
+        BinOp::Mul => a.checked_mul(b),
+        BinOp::Div => a.checked_div(b),
+        _ => a.checked_rem(b),
+    };
+    let fits = |n: i64| {
+        if *ty == Type::I32 {
+            i32::try_from(n).is_ok()
+        } else {
+            true
+        }
+    };
+    match wide {
+        Some(n) if fits(n) => Ok(n),
+        _ => Err(err(
+            format!(
+                "integer overflow: {a} {symbol} {b} does not fit in {}",
+                if *ty == Type::I32 { "i32" } else { "i64" }
+            ),
+            span,
+        )),
+    }
+}
+
+impl<'h> Evaluator<'h> {
+    pub fn new(host: &'h Host) -> Evaluator<'h> {
+        Evaluator {
+            host,
+            iterations: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs `main`, giving it a new context if it takes one.
+    pub fn run_main(&self) -> Result<Value, ExecError> {
+        let module = &self.host.module;
+        let main = module
+            .main
+            .ok_or_else(|| err("the program has no `main` function", None))?;
+        let f = &module.functions[main as usize];
+        let args = f
+            .params
+            .iter()
+            .map(|p| {
+                if p.ty == Type::Context {
+                    Slot::Ctx(Context::new())
+                } else {
+                    Slot::Val(Value::Unit)
+                }
+            })
+            .collect();
+        Ok(self.call(main, args, 0)?.val().clone())
+    }
+
+    pub fn call(&self, id: FuncId, args: Vec<Slot>, depth: u32) -> Result<Slot, ExecError> {
+        let f = &self.host.module.functions[id as usize];
+        if depth >= self.host.limits.max_depth {
+            return Err(err(
+                format!("recursion deeper than {} calls", self.host.limits.max_depth),
+                Some(f.span),
+            ));
+        }
+        let mut locals: Vec<Slot> = vec![Slot::Empty; f.locals.len()];
+        for (i, a) in args.into_iter().enumerate() {
+            locals[i] = a;
+        }
+        let mut values: Vec<Slot> = vec![Slot::Empty; f.value_count as usize];
+        let mut block = 0usize;
+        loop {
+            let b = &f.blocks[block];
+            for inst in &b.insts {
+                let result = self.inst(
+                    &inst.op,
+                    inst.span,
+                    inst.dest.as_ref().map(|d| &d.1),
+                    &mut locals,
+                    &values,
+                    depth,
+                );
+                let slot = match result {
+                    Ok(slot) => slot,
+                    Err(mut e) => {
+                        e.stack.push(StackFrame {
+                            function: f.name.clone(),
+                            span: inst.span.or(e.span),
+                        });
+                        return Err(e);
+                    }
+                };
+                if let Some((v, _)) = &inst.dest {
+                    values[*v as usize] = slot;
+                }
+            }
+            let next = match &b.term {
+                Terminator::Return(v) => return Ok(values[*v as usize].clone()),
+                Terminator::Jump(t) => *t as usize,
+                Terminator::Branch(c, t, e) => {
+                    if matches!(values[*c as usize].val(), Value::Bool(true)) {
+                        *t as usize
+                    } else {
+                        *e as usize
+                    }
+                }
+                Terminator::Switch(v, targets) => {
+                    let i = int(values[*v as usize].val()) as usize;
+                    *targets
+                        .get(i)
+                        .ok_or_else(|| err(format!("internal: no arm {i}"), Some(f.span)))?
+                        as usize
+                }
+                Terminator::Unreachable => {
+                    return Err(err(
+                        format!("internal: `{}` reached an unreachable block", f.name),
+                        Some(f.span),
+                    ));
+                }
+            };
+            if next <= block {
+                // A back edge: one more loop iteration.
+                let n = self.iterations.fetch_add(1, Ordering::Relaxed) + 1;
+                if n > self.host.limits.max_loop_iterations {
+                    return Err(err(
+                        format!(
+                            "more than {} loop iterations",
+                            self.host.limits.max_loop_iterations
+                        ),
+                        Some(f.span),
+                    ));
+                }
+            }
+            block = next;
+        }
+    }
+
+    fn inst(
+        &self,
+        op: &Op,
+        span: Option<SrcSpan>,
+        ty: Option<&Type>,
+        locals: &mut [Slot],
+        values: &[Slot],
+        depth: u32,
+    ) -> Result<Slot, ExecError> {
+        let host = self.host;
+        let v = |id: &u32| values[*id as usize].val();
+        let ctx = |id: &u32| match &values[*id as usize] {
+            Slot::Ctx(c) => Ok(c.clone()),
+            _ => Err(err("internal: not a context", span)),
+        };
+        Ok(match op {
+            Op::Const(c) => Slot::Val(match c {
+                Const::Unit => Value::Unit,
+                Const::Bool(b) => Value::Bool(*b),
+                Const::Int(n) => Value::Int(*n),
+                Const::Float(x) => Value::Float(*x),
+                Const::Str(s) => Value::str(s),
+                Const::Tool(name) => Value::Tool(Arc::from(name.as_str())),
+                Const::Variant(t, i) => match host.types.get(*t as usize) {
+                    Some(TypeDesc::Enum(e)) => Value::Enum {
+                        ty: e.clone(),
+                        variant: *i,
+                    },
+                    _ => Value::Int(*i as i64),
+                },
+            }),
+            Op::Load(l) => locals[*l as usize].clone(),
+            Op::Store(l, x) => {
+                locals[*l as usize] = values[*x as usize].clone();
+                Slot::Empty
+            }
+            Op::Binary(op, t, a, b) => Slot::Val(self.binary(*op, t, v(a), v(b), span)?),
+            Op::Unary(UnOp::Not, _, a) => {
+                Slot::Val(Value::Bool(!matches!(v(a), Value::Bool(true))))
+            }
+            Op::Unary(UnOp::Neg, t, a) => Slot::Val(match t {
+                Type::F64 => Value::Float(-float(v(a))),
+                _ => Value::Int(int_op(BinOp::Sub, t, 0, int(v(a)), span)?),
+            }),
+            Op::Call(f, args) => {
+                let args = args.iter().map(|a| values[*a as usize].clone()).collect();
+                self.call(*f, args, depth + 1)?
+            }
+            Op::CallExtern(name, args) => {
+                let args: Vec<Value> = args.iter().map(|a| v(a).clone()).collect();
+                Slot::Val(host.call_extern(name, &args, span)?)
+            }
+            Op::CallBuiltin(b, args) => {
+                let args: Vec<Value> = args.iter().map(|a| v(a).clone()).collect();
+                Slot::Val(host.call_builtin(*b, &args, span)?)
+            }
+            Op::PushInPlace(l, x) => {
+                let item = v(x).clone();
+                match &mut locals[*l as usize] {
+                    Slot::Val(Value::List(items)) => Arc::make_mut(items).push(item),
+                    other => *other = Slot::Val(Value::List(Arc::new(vec![item]))),
+                }
+                Slot::Empty
+            }
+            Op::List(items) => Slot::Val(Value::List(Arc::new(
+                items.iter().map(|i| v(i).clone()).collect(),
+            ))),
+            Op::Struct(t, fields) => {
+                let Some(TypeDesc::Struct(desc)) = host.types.get(*t as usize) else {
+                    return Err(err("internal: not a struct type", span));
+                };
+                Slot::Val(Value::Struct(Arc::new(StructValue {
+                    ty: desc.clone(),
+                    fields: fields.iter().map(|f| v(f).clone()).collect(),
+                })))
+            }
+            Op::Field(s, i) => match v(s) {
+                Value::Struct(s) => {
+                    Slot::Val(s.fields.get(*i as usize).cloned().unwrap_or(Value::Unit))
+                }
+                _ => return Err(err("internal: field of a non-struct", span)),
+            },
+            Op::Index(l, i) => {
+                let i = int(v(i));
+                match v(l) {
+                    Value::List(items) => {
+                        match usize::try_from(i).ok().and_then(|i| items.get(i)) {
+                            Some(x) => Slot::Val(x.clone()),
+                            None => {
+                                return Err(err(
+                                    format!(
+                                        "index {i} is out of range for a list of {} elements",
+                                        items.len()
+                                    ),
+                                    span,
+                                ));
+                            }
+                        }
+                    }
+                    _ => return Err(err("internal: index of a non-list", span)),
+                }
+            }
+            Op::ContextNew => Slot::Ctx(Context::new()),
+            Op::ContextChild(c) => Slot::Ctx(ctx(c)?.child()),
+            Op::Instruct(c, text) => {
+                ctx(c)?.instruct(text);
+                Slot::Empty
+            }
+            Op::Inject {
+                ctx: c,
+                value,
+                function,
+                label,
+            } => {
+                ctx(c)?.inject_value(v(value).clone(), function, label);
+                Slot::Empty
+            }
+            Op::Produce { site, ctx: c } => Slot::Val(host.produce(*site, &ctx(c)?)?),
+            Op::Decide { site, ctx: c } => Slot::Val(Value::Bool(host.decide(*site, &ctx(c)?)?)),
+            Op::Fill { site, ctx: c } => Slot::Pack(None, Arc::new(host.fill(*site, &ctx(c)?)?)),
+            Op::Choose { site, ctx: c } => {
+                let (arm, args) = host.choose(*site, &ctx(c)?)?;
+                Slot::Pack(Some(arm), Arc::new(args))
+            }
+            Op::Arg(p, i) => match &values[*p as usize] {
+                Slot::Pack(_, args) => {
+                    Slot::Val(args.get(*i as usize).cloned().unwrap_or(Value::Unit))
+                }
+                _ => return Err(err("internal: not an argument pack", span)),
+            },
+            Op::Arm(p) => match &values[*p as usize] {
+                Slot::Pack(Some(arm), _) => Slot::Val(Value::Int(*arm as i64)),
+                _ => return Err(err("internal: not a choice", span)),
+            },
+            Op::ParallelFor {
+                list,
+                body,
+                captures,
+            } => {
+                let items = match v(list) {
+                    Value::List(items) => items.clone(),
+                    _ => return Err(err("internal: parallel for over a non-list", span)),
+                };
+                let captured: Vec<Slot> = captures
+                    .iter()
+                    .map(|c| values[*c as usize].clone())
+                    .collect();
+                let _ = ty;
+                Slot::Val(Value::List(Arc::new(
+                    self.parallel(*body, &captured, &items, depth)?,
+                )))
+            }
+        })
+    }
+
+    /// Runs the iterations concurrently, at most `Limits::concurrency` at once, and
+    /// gives their results in input order; the first error (in input order) wins.
+    fn parallel(
+        &self,
+        body: FuncId,
+        captured: &[Slot],
+        items: &[Value],
+        depth: u32,
+    ) -> Result<Vec<Value>, ExecError> {
+        let width = self.host.limits.concurrency.max(1);
+        let mut results: Vec<Option<Result<Value, ExecError>>> =
+            (0..items.len()).map(|_| None).collect();
+        for (chunk_index, chunk) in items.chunks(width).enumerate() {
+            let outcomes: Vec<Result<Value, ExecError>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|item| {
+                        let mut args = captured.to_vec();
+                        args.push(Slot::Val(item.clone()));
+                        std::thread::Builder::new()
+                            .stack_size(64 << 20)
+                            .spawn_scoped(scope, move || {
+                                self.call(body, args, depth + 1).map(|s| s.val().clone())
+                            })
+                            .expect("spawn a parallel iteration")
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(err("a parallel iteration panicked", None)))
+                    })
+                    .collect()
+            });
+            for (i, outcome) in outcomes.into_iter().enumerate() {
+                results[chunk_index * width + i] = Some(outcome);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(err("internal: missing iteration", None))))
+            .collect()
+    }
+
+    fn binary(
+        &self,
+        op: BinOp,
+        ty: &Type,
+        a: &Value,
+        b: &Value,
+        span: Option<SrcSpan>,
+    ) -> Result<Value, ExecError> {
+        use std::cmp::Ordering as O;
+        let ordering = || -> Option<O> {
+            match ty {
+                Type::F64 => float(a).partial_cmp(&float(b)),
+                Type::Str => match (a, b) {
+                    (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
+                    _ => None,
+                },
+                Type::Unit => Some(O::Equal),
+                _ => Some(int(a).cmp(&int(b))),
+            }
+        };
+        Ok(match op {
+            BinOp::Concat => match (a, b) {
+                (Value::Str(x), Value::Str(y)) => Value::str(&format!("{x}{y}")),
+                _ => return Err(err("internal: concatenation of non-strings", span)),
+            },
+            BinOp::Eq => Value::Bool(ordering() == Some(O::Equal)),
+            BinOp::Ne => Value::Bool(ordering() != Some(O::Equal)),
+            BinOp::Lt => Value::Bool(ordering() == Some(O::Less)),
+            BinOp::Le => Value::Bool(matches!(ordering(), Some(O::Less | O::Equal))),
+            BinOp::Gt => Value::Bool(ordering() == Some(O::Greater)),
+            BinOp::Ge => Value::Bool(matches!(ordering(), Some(O::Greater | O::Equal))),
+            arithmetic if *ty == Type::F64 => {
+                let (x, y) = (float(a), float(b));
+                Value::Float(match arithmetic {
+                    BinOp::Add => x + y,
+                    BinOp::Sub => x - y,
+                    BinOp::Mul => x * y,
+                    BinOp::Div => x / y,
+                    _ => x % y,
+                })
+            }
+            arithmetic => Value::Int(int_op(arithmetic, ty, int(a), int(b), span)?),
+        })
+    }
+}

@@ -1,0 +1,531 @@
+//! What a running sap program is given by its host: the module, the LLM runtime, the
+//! extern functions, the limits (recursion depth, loop iterations), and where `print`
+//! writes. Shared by every execution engine; all the operations that are not arithmetic
+//! or control flow live here, once.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use lower::ir::{self, Builtin, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use runtime::schema::ArmDesc;
+use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
+use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
+use syntax::LineIndex;
+
+use crate::jsonpath;
+
+/// An extern function: arguments in, a value or an error message out.
+pub type ExternFn = Arc<dyn Fn(&[Value]) -> Result<Value, String> + Send + Sync>;
+
+/// Decides whether a declared signature fits a registered extern.
+pub type SignatureCheck = Arc<dyn Fn(&[Type], &Type) -> bool + Send + Sync>;
+
+/// `i64::checked_add` and its kin.
+type CheckedOp = fn(i64, i64) -> Option<i64>;
+
+/// Extern functions the host provides, by name.
+#[derive(Clone, Default)]
+pub struct Externs {
+    functions: HashMap<String, (String, SignatureCheck, ExternFn)>,
+}
+
+impl Externs {
+    /// Registers `f` for programs that declare exactly `params -> ret`.
+    pub fn register(&mut self, name: &str, params: Vec<Type>, ret: Type, f: ExternFn) {
+        let shown = format!(
+            "({}) -> {}",
+            params.iter().map(show_type).collect::<Vec<_>>().join(", "),
+            show_type(&ret)
+        );
+        let check: SignatureCheck =
+            Arc::new(move |p: &[Type], r: &Type| p == params.as_slice() && *r == ret);
+        self.functions.insert(name.to_owned(), (shown, check, f));
+    }
+
+    /// Registers `f` with a custom signature check (`shown` describes it in errors).
+    pub fn register_with(&mut self, name: &str, shown: &str, check: SignatureCheck, f: ExternFn) {
+        self.functions
+            .insert(name.to_owned(), (shown.to_owned(), check, f));
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ExternFn> {
+        self.functions.get(name).map(|(_, _, f)| f)
+    }
+
+    /// The arithmetic tools of the seed's calculators: `add`, `subtract`, `multiply`,
+    /// `divide`, on `i32` or `i64` as the program declares them.
+    pub fn with_calculator(mut self) -> Externs {
+        let int_binary: SignatureCheck = Arc::new(
+            |p: &[Type], r: &Type| matches!(p, [a, b] if a == b && a == r && matches!(r, Type::I32 | Type::I64)),
+        );
+        let ops: [(&str, CheckedOp); 4] = [
+            ("add", i64::checked_add),
+            ("subtract", i64::checked_sub),
+            ("multiply", i64::checked_mul),
+            ("divide", i64::checked_div),
+        ];
+        for (name, op) in ops {
+            let f: ExternFn = Arc::new(move |args: &[Value]| match args {
+                [Value::Int(a), Value::Int(b)] => op(*a, *b).map(Value::Int).ok_or_else(|| {
+                    if *b == 0 && name == "divide" {
+                        "division by zero".to_owned()
+                    } else {
+                        "integer overflow".to_owned()
+                    }
+                }),
+                _ => Err(format!("`{name}` takes two integers")),
+            });
+            self.register_with(
+                name,
+                "(i32, i32) -> i32 or (i64, i64) -> i64",
+                int_binary.clone(),
+                f,
+            );
+        }
+        self
+    }
+
+    /// Checks the module's extern declarations against what is registered.
+    pub fn check(&self, module: &Module) -> Result<(), String> {
+        for e in &module.externs {
+            let params: Vec<Type> = e.params.iter().map(|p| p.ty.clone()).collect();
+            match self.functions.get(&e.name) {
+                None => {
+                    return Err(format!(
+                        "the program declares `extern fn {}`, but this host provides no extern of that name",
+                        e.name
+                    ));
+                }
+                Some((shown, check, _)) if !check(&params, &e.ret) => {
+                    let declared = format!(
+                        "({}) -> {}",
+                        params.iter().map(show_type).collect::<Vec<_>>().join(", "),
+                        show_type(&e.ret)
+                    );
+                    return Err(format!(
+                        "`extern fn {}` is declared as {declared}, but the host's `{}` is {shown}",
+                        e.name, e.name
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn show_type(t: &Type) -> String {
+    match t {
+        Type::Unit => "()".to_owned(),
+        Type::Bool => "Boolean".to_owned(),
+        Type::I32 => "i32".to_owned(),
+        Type::I64 => "i64".to_owned(),
+        Type::F64 => "f64".to_owned(),
+        Type::Str => "String".to_owned(),
+        Type::Json => "Json".to_owned(),
+        Type::Tool => "Tool".to_owned(),
+        Type::Context => "Context".to_owned(),
+        Type::List(e) => format!("List<{}>", show_type(e)),
+        Type::Option(e) => format!("Option<{}>", show_type(e)),
+        Type::Struct(id) | Type::Enum(id) => format!("t{id}"),
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Nested calls at once; deeper recursion is an error, not a stack overflow.
+    pub max_depth: u32,
+    /// Loop iterations over the whole run (`while` and `for`).
+    pub max_loop_iterations: u64,
+    /// `parallel for` iterations in flight at once.
+    pub concurrency: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 10_000,
+            max_loop_iterations: 1_000_000_000,
+            concurrency: 16,
+        }
+    }
+}
+
+/// One frame of the sap call stack, for errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackFrame {
+    pub function: String,
+    /// Where the call to the next frame is (or the error, for the innermost).
+    pub span: Option<SrcSpan>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecError {
+    pub message: String,
+    /// Where it happened.
+    pub span: Option<SrcSpan>,
+    /// Innermost first.
+    pub stack: Vec<StackFrame>,
+    /// The model's last answer, for LLM failures.
+    pub raw_answer: Option<String>,
+}
+
+impl ExecError {
+    pub fn new(message: impl Into<String>, span: Option<SrcSpan>) -> ExecError {
+        ExecError {
+            message: message.into(),
+            span,
+            stack: Vec::new(),
+            raw_answer: None,
+        }
+    }
+
+    fn from_runtime(e: RuntimeError, span: SrcSpan) -> ExecError {
+        ExecError {
+            message: e.message,
+            span: Some(span),
+            stack: Vec::new(),
+            raw_answer: e.raw_answer,
+        }
+    }
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub struct Host {
+    pub module: Arc<Module>,
+    pub runtime: Option<Arc<Runtime>>,
+    pub tokio: tokio::runtime::Handle,
+    pub externs: Externs,
+    pub limits: Limits,
+    /// Runtime descriptions of the module's types, by `TypeId`.
+    pub types: Vec<TypeDesc>,
+    output: Mutex<Box<dyn Write + Send>>,
+    input: Mutex<Box<dyn BufRead + Send>>,
+    /// Source texts by file, for line and column in LLM call sites.
+    lines: Vec<Option<(String, LineIndex)>>,
+}
+
+impl Host {
+    pub fn new(
+        module: Arc<Module>,
+        runtime: Option<Arc<Runtime>>,
+        tokio: tokio::runtime::Handle,
+        externs: Externs,
+        limits: Limits,
+    ) -> Host {
+        let types = type_descs(&module);
+        Host {
+            module,
+            runtime,
+            tokio,
+            externs,
+            limits,
+            types,
+            output: Mutex::new(Box::new(std::io::stdout())),
+            input: Mutex::new(Box::new(std::io::BufReader::new(std::io::stdin()))),
+            lines: Vec::new(),
+        }
+    }
+
+    pub fn with_output(mut self, out: Box<dyn Write + Send>) -> Host {
+        self.output = Mutex::new(out);
+        self
+    }
+
+    pub fn with_input(mut self, input: Box<dyn BufRead + Send>) -> Host {
+        self.input = Mutex::new(input);
+        self
+    }
+
+    /// The source texts, by the module's file index, for line and column numbers.
+    pub fn with_sources(mut self, sources: Vec<Option<String>>) -> Host {
+        self.lines = sources
+            .into_iter()
+            .map(|s| {
+                s.map(|t| {
+                    let idx = LineIndex::new(&t);
+                    (t, idx)
+                })
+            })
+            .collect();
+        self
+    }
+
+    pub fn desc(&self, t: &Type) -> TypeDesc {
+        desc_of(&self.types, t)
+    }
+
+    fn call_site(&self, site: &LlmSite) -> CallSite {
+        let span = site.span;
+        let file = self
+            .module
+            .files
+            .get(span.file as usize)
+            .cloned()
+            .unwrap_or_default();
+        let (line, column) = match self.lines.get(span.file as usize).and_then(Option::as_ref) {
+            Some((text, idx)) => {
+                let lc = idx.line_col(text, span.start);
+                (lc.line + 1, lc.col + 1)
+            }
+            None => (0, 0),
+        };
+        CallSite {
+            function: site.function.clone(),
+            file,
+            line,
+            column,
+            span: (span.start, span.end),
+        }
+    }
+
+    fn runtime(&self, span: SrcSpan) -> Result<&Runtime, ExecError> {
+        self.runtime.as_deref().ok_or_else(|| {
+            ExecError::new(
+                "this program calls the model, but no LLM provider is configured",
+                Some(span),
+            )
+        })
+    }
+
+    fn params(&self, params: &[ir::Param]) -> Vec<ParamDesc> {
+        params
+            .iter()
+            .map(|p| ParamDesc {
+                name: p.name.clone(),
+                doc: p.doc.clone(),
+                ty: self.desc(&p.ty),
+            })
+            .collect()
+    }
+
+    /// Blocks on an LLM call. Engines run on plain threads, never on a tokio worker.
+    fn block<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, RuntimeError>>,
+        span: SrcSpan,
+    ) -> Result<T, ExecError> {
+        self.tokio
+            .block_on(f)
+            .map_err(|e| ExecError::from_runtime(e, span))
+    }
+
+    pub fn produce(&self, site: u32, ctx: &Context) -> Result<Value, ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        let SiteKind::Produce { ret } = &s.kind else {
+            return Err(ExecError::new("internal: not a produce site", Some(s.span)));
+        };
+        let ty = self.desc(ret);
+        self.block(rt.produce(&self.call_site(s), ctx, &s.subject, &ty), s.span)
+    }
+
+    pub fn decide(&self, site: u32, ctx: &Context) -> Result<bool, ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        self.block(
+            rt.decide(&self.call_site(s), ctx, &s.subject, s.doc.as_deref()),
+            s.span,
+        )
+    }
+
+    pub fn fill(&self, site: u32, ctx: &Context) -> Result<Vec<Value>, ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        let SiteKind::Fill {
+            callee,
+            callee_doc,
+            params,
+        } = &s.kind
+        else {
+            return Err(ExecError::new("internal: not a fill site", Some(s.span)));
+        };
+        let params = self.params(params);
+        self.block(
+            rt.fill_args(
+                &self.call_site(s),
+                ctx,
+                callee,
+                callee_doc.as_deref(),
+                &params,
+            ),
+            s.span,
+        )
+    }
+
+    pub fn choose(&self, site: u32, ctx: &Context) -> Result<(usize, Vec<Value>), ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        let SiteKind::Choose { arms } = &s.kind else {
+            return Err(ExecError::new("internal: not a choose site", Some(s.span)));
+        };
+        let arms: Vec<ArmDesc> = arms
+            .iter()
+            .map(|a| ArmDesc {
+                tool: a.tool.clone(),
+                doc: a.doc.clone(),
+                binding: a.binding.clone(),
+                params: self.params(&a.params),
+            })
+            .collect();
+        self.block(rt.choose(&self.call_site(s), ctx, &arms), s.span)
+    }
+
+    pub fn call_extern(
+        &self,
+        name: &str,
+        args: &[Value],
+        span: Option<SrcSpan>,
+    ) -> Result<Value, ExecError> {
+        let f = self.externs.get(name).ok_or_else(|| {
+            ExecError::new(
+                format!("the extern `{name}` is not provided by this host"),
+                span,
+            )
+        })?;
+        f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+    }
+
+    pub fn call_builtin(
+        &self,
+        b: Builtin,
+        args: &[Value],
+        span: Option<SrcSpan>,
+    ) -> Result<Value, ExecError> {
+        let err = |m: String| ExecError::new(m, span);
+        match (b, args) {
+            (Builtin::Print, [v]) => {
+                let mut out = self.output.lock().unwrap_or_else(|e| e.into_inner());
+                writeln!(out, "{}", display(v))
+                    .and_then(|_| out.flush())
+                    .map_err(|e| err(format!("cannot print: {e}")))?;
+                Ok(Value::Unit)
+            }
+            (Builtin::Input, []) => {
+                let mut line = String::new();
+                self.input
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .read_line(&mut line)
+                    .map_err(|e| err(format!("cannot read input: {e}")))?;
+                Ok(Value::str(line.trim_end_matches(['\n', '\r'])))
+            }
+            (Builtin::ToString, [v]) => Ok(Value::str(&display(v))),
+            (Builtin::Len, [Value::List(items)]) => Ok(Value::Int(items.len() as i64)),
+            (Builtin::Len, [Value::Str(s)]) => Ok(Value::Int(s.chars().count() as i64)),
+            (Builtin::Push, [Value::List(items), x]) => {
+                let mut items = items.clone();
+                Arc::make_mut(&mut items).push(x.clone());
+                Ok(Value::List(items))
+            }
+            (Builtin::ReadFile, [Value::Str(path)]) => std::fs::read_to_string(&**path)
+                .map(|t| Value::str(&t))
+                .map_err(|e| err(format!("cannot read `{path}`: {e}"))),
+            (Builtin::WriteFile, [Value::Str(path), Value::Str(content)]) => {
+                std::fs::write(&**path, content.as_bytes())
+                    .map(|_| Value::Unit)
+                    .map_err(|e| err(format!("cannot write `{path}`: {e}")))
+            }
+            (Builtin::JsonParse, [Value::Str(text)]) => {
+                serde_json::from_str::<serde_json::Value>(text)
+                    .map(|j| Value::Json(Arc::new(j)))
+                    .map_err(|e| err(format!("`json_parse`: not JSON ({e})")))
+            }
+            (Builtin::JsonGet, [Value::Json(j), Value::Str(path)]) => jsonpath::get(j, path)
+                .map(|v| Value::Json(Arc::new(v)))
+                .map_err(err),
+            (b, args) => Err(err(format!(
+                "internal: {b:?} called with {} arguments of the wrong kinds",
+                args.len()
+            ))),
+        }
+    }
+}
+
+/// How `print` and `to_string` show a value: strings as they are, the rest as JSON.
+pub fn display(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        Value::Unit => "()".to_owned(),
+        Value::Float(x) => {
+            if x.fract() == 0.0 && x.is_finite() && x.abs() < 1e15 {
+                format!("{x:.1}")
+            } else {
+                format!("{x}")
+            }
+        }
+        other => other.to_json_string(),
+    }
+}
+
+fn type_descs(module: &Module) -> Vec<TypeDesc> {
+    // Two passes: first the names (so recursive types can refer to each other), then
+    // the fields.
+    let mut out: Vec<TypeDesc> = module
+        .types
+        .iter()
+        .map(|t| match t {
+            TypeDef::Struct { name, doc, .. } => TypeDesc::Struct(Arc::new(StructDesc {
+                name: name.clone(),
+                doc: doc.clone(),
+                fields: Vec::new(),
+            })),
+            TypeDef::Enum {
+                name,
+                doc,
+                variants,
+            } => TypeDesc::Enum(Arc::new(EnumDesc {
+                name: name.clone(),
+                doc: doc.clone(),
+                variants: variants
+                    .iter()
+                    .map(|(n, d)| VariantDesc {
+                        name: n.clone(),
+                        doc: d.clone(),
+                    })
+                    .collect(),
+            })),
+        })
+        .collect();
+    for (i, t) in module.types.iter().enumerate() {
+        if let TypeDef::Struct { name, doc, fields } = t {
+            let fields = fields
+                .iter()
+                .map(|f| FieldDesc {
+                    name: f.name.clone(),
+                    doc: f.doc.clone(),
+                    ty: desc_of(&out, &f.ty),
+                })
+                .collect();
+            out[i] = TypeDesc::Struct(Arc::new(StructDesc {
+                name: name.clone(),
+                doc: doc.clone(),
+                fields,
+            }));
+        }
+    }
+    out
+}
+
+fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {
+    match t {
+        Type::Unit | Type::Tool | Type::Context => TypeDesc::Unit,
+        Type::Bool => TypeDesc::Bool,
+        Type::I32 => TypeDesc::I32,
+        Type::I64 => TypeDesc::I64,
+        Type::F64 => TypeDesc::F64,
+        Type::Str => TypeDesc::String,
+        Type::Json => TypeDesc::Json,
+        Type::List(e) => TypeDesc::List(Box::new(desc_of(types, e))),
+        Type::Option(e) => TypeDesc::Option(Box::new(desc_of(types, e))),
+        Type::Struct(id) | Type::Enum(id) => {
+            types.get(*id as usize).cloned().unwrap_or(TypeDesc::Unit)
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Execution of sap's IR.
+//!
+//! - [`host`]: what a running program is given — the module, the LLM runtime, externs,
+//!   limits, output — and every operation that is not arithmetic or control flow
+//!   (builtins, LLM calls, extern calls), shared by every engine;
+//! - [`eval`]: the reference evaluator, which defines each operation's meaning and is
+//!   the oracle the native code generator is tested against.
+//!
+//! The Cranelift backend that compiles the IR to native code is being built on the same
+//! host; until it lands, `sapc run` executes programs with the evaluator.
+
+pub mod eval;
+pub mod host;
+mod jsonpath;
+
+pub use eval::Evaluator;
+pub use host::{ExecError, Externs, Host, Limits, StackFrame};
+
+/// Runs `f` on a thread with a stack large enough for deep sap recursion (the limit in
+/// `Limits::max_depth` stops it before the stack ends).
+pub fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("sap-main".to_owned())
+            .stack_size(1 << 30)
+            .spawn_scoped(scope, f)
+            .expect("spawn the program's thread")
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}

@@ -1,0 +1,423 @@
+//! The reference evaluator: deterministic programs, runtime errors with spans and the
+//! sap call stack, and LLM programs against an in-process OpenAI-compatible server,
+//! asserting on the exact sequence of model calls.
+
+use std::sync::{Arc, Mutex};
+
+use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
+use runtime::http::HttpConfig;
+use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
+use runtime::{Runtime, RuntimeConfig, Value};
+use serde_json::{Value as JsonValue, json};
+use testgen::http::{MockServer, RecordedRequest, Reply};
+
+#[derive(Clone, Default)]
+struct Output(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn module(source: &str) -> (Arc<lower::ir::Module>, String) {
+    let mut db = hir::Database::default();
+    let file = db.add_file("test.sap", source);
+    let errors: Vec<_> = hir::check_file(&db, file)
+        .iter()
+        .filter(|d| d.is_error())
+        .cloned()
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    (
+        Arc::new(lower::lower_workspace(&db).unwrap()),
+        source.to_owned(),
+    )
+}
+
+struct Run {
+    result: Result<Value, ExecError>,
+    output: String,
+    requests: Vec<RecordedRequest>,
+}
+
+/// Runs `source` with a model that answers each request with `answer(index, user text)`.
+fn run_with_model(
+    source: &str,
+    limits: Limits,
+    answer: impl Fn(usize, &str) -> String + Send + Sync + 'static,
+) -> Run {
+    let (module, text) = module(source);
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = tokio.block_on(MockServer::start(move |request, i| {
+        let body = request.json();
+        let user = body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
+        let content = answer(i, &user);
+        Reply::json(json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 10, "completion_tokens": 5 },
+        }))
+    }));
+    let provider = OpenAiProvider::new(OpenAiConfig {
+        base_url: format!("{}/v1", server.url()),
+        api_key: None,
+        model: "test".to_owned(),
+        strict: true,
+        stream: false,
+        temperature: None,
+        max_tokens: None,
+        http: HttpConfig::default(),
+    })
+    .unwrap();
+    let runtime = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
+    let output = Output::default();
+    let host = Host::new(
+        module,
+        Some(runtime),
+        tokio.handle().clone(),
+        Externs::default().with_calculator(),
+        limits,
+    )
+    .with_output(Box::new(output.clone()))
+    .with_sources(vec![Some(text)]);
+    let result = on_big_stack(|| Evaluator::new(&host).run_main());
+    let requests = server.requests();
+    let output = String::from_utf8(output.0.lock().unwrap().clone()).unwrap();
+    Run {
+        result,
+        output,
+        requests,
+    }
+}
+
+fn run(source: &str) -> Run {
+    run_with_model(source, Limits::default(), |_, _| {
+        panic!("this program must not call the model")
+    })
+}
+
+fn user_text(r: &RecordedRequest) -> String {
+    r.json()["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn deterministic_programs() {
+    let r = run(r#"
+fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }
+struct P { x: i64, name: String }
+fn main() -> () {
+    print(to_string(fib(20)))
+    let xs: List<i64> = []
+    let i = 0
+    while i < 5 { xs = push(xs, i * i); i += 1 }
+    print(to_string(xs))
+    let total = 0
+    for x in xs { total += x }
+    print(to_string(total))
+    let p = P { x: 3, name: "p" }
+    print(p.name + " has x = " + to_string(p.x))
+    let label = if total > 20 { "big" } else { "small" }
+    print(label)
+    print(to_string(len("héllo")))
+    print(to_string(1.5 * 2.0))
+    let smallest: i64 = -9223372036854775808
+    print(to_string(smallest + 1))
+}
+"#);
+    assert_eq!(r.result, Ok(Value::Unit));
+    assert_eq!(
+        r.output,
+        "6765\n[0,1,4,9,16]\n30\np has x = 3\nbig\n5\n3.0\n-9223372036854775807\n"
+    );
+}
+
+#[test]
+fn arithmetic_errors_point_at_the_source() {
+    let source = "fn divide(a: i32, b: i32) -> i32 { a / b }\nfn main() -> () {\n    print(to_string(divide(1, 0)))\n}\n";
+    let e = run(source).result.unwrap_err();
+    assert_eq!(e.message, "division by zero: 1 / 0");
+    let span = e.span.unwrap();
+    assert_eq!(&source[span.start as usize..span.end as usize], "a / b");
+    let stack: Vec<&str> = e.stack.iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(stack, ["divide", "main"]);
+    let call = e.stack[1].span.unwrap();
+    assert_eq!(
+        &source[call.start as usize..call.end as usize],
+        "divide(1, 0)"
+    );
+
+    let e = run("fn main() -> () { let x: i32 = 2147483647\n print(to_string(x + 1)) }")
+        .result
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "integer overflow: 2147483647 + 1 does not fit in i32"
+    );
+    let e = run("fn main() -> () { let xs = [1, 2]\n print(to_string(xs[2])) }")
+        .result
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "index 2 is out of range for a list of 2 elements"
+    );
+}
+
+#[test]
+fn recursion_and_loops_are_bounded() {
+    let limits = Limits {
+        max_depth: 200,
+        max_loop_iterations: 1000,
+        concurrency: 4,
+    };
+    let e = run_with_model(
+        "fn down(n: i64) -> i64 { down(n + 1) }\nfn main() -> () { print(to_string(down(0))) }",
+        limits.clone(),
+        |_, _| unreachable!(),
+    )
+    .result
+    .unwrap_err();
+    assert_eq!(e.message, "recursion deeper than 200 calls");
+    let e = run_with_model(
+        "fn main() -> () { let go = true\n while go { print(\"\") } }",
+        limits,
+        |_, _| unreachable!(),
+    )
+    .result
+    .unwrap_err();
+    assert_eq!(e.message, "more than 1000 loop iterations");
+}
+
+#[test]
+fn deep_recursion_within_the_limit_runs() {
+    let r = run(
+        "fn depth(n: i64) -> i64 { if n == 0 { 0 } else { 1 + depth(n - 1) } }\nfn main() -> () { print(to_string(depth(9000))) }",
+    );
+    assert_eq!(r.output, "9000\n");
+}
+
+#[test]
+fn the_worked_example_makes_two_calls_with_the_slides_prompts() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/code_analysis.sap"
+    ))
+    .unwrap();
+    let r = run_with_model(&source, Limits::default(), |i, _| match i {
+        0 => r#"{"bugs": ["Division by zero error possible."], "severity": "High"}"#.to_owned(),
+        _ => r#"{"value": "fn div(a, b): if b == 0 { return None }; return a / b"}"#.to_owned(),
+    });
+    assert_eq!(r.result, Ok(Value::Unit));
+    assert_eq!(r.requests.len(), 2);
+    let first = user_text(&r.requests[0]);
+    assert!(first.starts_with("You are a code analysis expert\nAnalyze the following code for potential bugs\nFocus on edge cases and error handling\n<data from=\"analyze_code\" name=\"code\">\nfn div(a, b): return a / b\n</data>\n"), "{first}");
+    let second = user_text(&r.requests[1]);
+    // `analyze_code`'s lines are gone; `suggest_fix` sees the role, its line, the analysis.
+    assert!(second.starts_with("You are a code analysis expert\nGiven this analysis, suggest a fix\n<data from=\"suggest_fix\" name=\"analysis\">\n{\"bugs\":[\"Division by zero error possible.\"],\"severity\":\"High\"}\n</data>"), "{second}");
+    assert!(!second.contains("Focus on edge cases"));
+    assert_eq!(
+        r.output,
+        "fn div(a, b): if b == 0 { return None }; return a / b\n"
+    );
+}
+
+#[test]
+fn select_chooses_fills_and_runs_the_arm_in_one_call() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/calculator_select.sap"
+    ))
+    .unwrap();
+    let r = run_with_model(&source, Limits::default(), |_, _| {
+        r#"{"choice": {"option": 1, "arguments": {"x": 2, "y": 5}}}"#.to_owned()
+    });
+    assert_eq!(r.requests.len(), 1, "one request chooses and fills");
+    assert_eq!(r.output, "-3\n");
+    let body = r.requests[0].json();
+    let arms = &body["response_format"]["json_schema"]["schema"]["properties"]["choice"]["anyOf"];
+    assert_eq!(arms.as_array().unwrap().len(), 2);
+
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/calculator_extern.sap"
+    ))
+    .unwrap();
+    let r = run_with_model(&source, Limits::default(), |_, _| {
+        r#"{"choice": {"option": 0, "arguments": {"x": 40, "y": 2}}}"#.to_owned()
+    });
+    assert_eq!(r.output, "42\n", "the extern `add` ran on the host");
+}
+
+#[test]
+fn conditions_and_loops_driven_by_the_model_with_iteration_scopes() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/control_flow.sap"
+    ))
+    .unwrap();
+    // should_start → true; then keep_going / process_step alternate three times.
+    let r = run_with_model(&source, Limits::default(), |i, _| match i {
+        0 => r#"{"reason": "ok", "answer": true}"#.to_owned(),
+        1 | 3 => r#"{"reason": "more", "answer": true}"#.to_owned(),
+        2 => r#"{"value": "step one done"}"#.to_owned(),
+        4 => r#"{"value": "step two done"}"#.to_owned(),
+        _ => r#"{"reason": "finished", "answer": false}"#.to_owned(),
+    });
+    assert_eq!(r.result, Ok(Value::Unit));
+    assert_eq!(r.requests.len(), 6);
+    assert_eq!(r.output, "step two done\n");
+    let texts: Vec<String> = r.requests.iter().map(user_text).collect();
+    // The second keep_going sees the status from the first step, but not the first
+    // iteration's "Processing step" line: iterations are scopes.
+    assert!(texts[3].contains("step one done"), "{}", texts[3]);
+    assert_eq!(
+        texts[3].matches("Processing step").count(),
+        0,
+        "{}",
+        texts[3]
+    );
+    assert_eq!(
+        texts[4].matches("Processing step").count(),
+        1,
+        "{}",
+        texts[4]
+    );
+}
+
+#[test]
+fn placeholders_are_filled_then_the_callee_runs() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/if_placeholders.sap"
+    ))
+    .unwrap();
+    let r = run_with_model(&source, Limits::default(), |i, _| match i {
+        0 => r#"{"data": "the input"}"#.to_owned(),
+        1 => r#"{"reason": "valid", "answer": true}"#.to_owned(),
+        _ => r#"{"data": "the input, again"}"#.to_owned(),
+    });
+    assert_eq!(r.result, Ok(Value::Unit));
+    assert_eq!(r.requests.len(), 3);
+    assert!(user_text(&r.requests[0]).contains("The program calls `should_process` and needs you to provide these arguments:\n- `data` (String)"));
+    assert_eq!(r.output, "the input, again\n");
+}
+
+#[test]
+fn sub_agents_get_an_isolated_context_and_explicit_returns_skip_the_model() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/sub_agents.sap"
+    ))
+    .unwrap();
+    let r = run_with_model(&source, Limits::default(), |i, _| {
+        if i == 0 {
+            r#"{"value": "analysis"}"#.to_owned()
+        } else {
+            r#"{"value": "report"}"#.to_owned()
+        }
+    });
+    let texts: Vec<String> = r.requests.iter().map(user_text).collect();
+    assert!(
+        texts[0].starts_with("You are an expert analyst\n"),
+        "the sub-agent sees only its own lines: {}",
+        texts[0]
+    );
+    assert!(!texts[0].contains("research specialist"));
+    assert!(
+        texts[1].contains(
+            "<data from=\"research_agent\" name=\"result of analysis_agent\">\nanalysis\n</data>"
+        ),
+        "{}",
+        texts[1]
+    );
+    assert_eq!(r.output, "report\n");
+
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/explicit_return.sap"
+    ))
+    .unwrap();
+    let r = run_with_model(&source, Limits::default(), |_, _| {
+        r#"{"bugs": ["b may be 0"]}"#.to_owned()
+    });
+    assert_eq!(
+        r.requests.len(),
+        1,
+        "`add` returns without the model; `analyze_code` asks"
+    );
+    assert_eq!(r.output, "5\n1\n");
+}
+
+#[test]
+fn parallel_for_keeps_input_order_and_iterations_see_the_loop_context() {
+    let source = r#"
+fn score(ctx: Context, item: String) -> i64 {
+    "Score this item"!
+    item!
+}
+fn main(ctx: Context) -> () {
+    "You rate cafes."!
+    let items = ["a", "b", "c", "d", "e"]
+    let scores = parallel for item in items { score(ctx, item) }
+    print(to_string(scores))
+}
+"#;
+    let r = run_with_model(
+        source,
+        Limits {
+            concurrency: 3,
+            ..Limits::default()
+        },
+        |_, user| {
+            let item = user
+                .split("name=\"item\">\n")
+                .nth(1)
+                .unwrap()
+                .chars()
+                .next()
+                .unwrap();
+            format!("{{\"value\": {}}}", item as i64 - 'a' as i64 + 1)
+        },
+    );
+    assert_eq!(r.output, "[1,2,3,4,5]\n");
+    for req in &r.requests {
+        let text = user_text(req);
+        assert!(
+            text.starts_with("You rate cafes.\nScore this item\n"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("<data").count(),
+            1,
+            "each iteration sees only its item: {text}"
+        );
+    }
+}
+
+#[test]
+fn model_failures_stop_with_the_call_site() {
+    let source = "fn ask(ctx: Context) -> i32 {\n    \"How many?\"!\n}\nfn main(ctx: Context) -> () {\n    print(to_string(ask(ctx)))\n}\n";
+    let r = run_with_model(source, Limits::default(), |_, _| "not a number".to_owned());
+    let e = r.result.unwrap_err();
+    assert!(
+        e.message.contains("does not fit after 2 re-asks"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.raw_answer.as_deref(), Some("not a number"));
+    let span = e.span.unwrap();
+    assert_eq!(&source[span.start as usize..span.end as usize], "}");
+    let stack: Vec<&str> = e.stack.iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(stack, ["ask", "main"]);
+    let _: JsonValue = json!(null);
+}
