@@ -3,6 +3,7 @@
 
 mod check;
 mod render;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Check and run a program's `main`.
+    Run(run::RunArgs),
     /// Run the language server on standard input and output.
     Lsp,
 }
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
+        Command::Run(args) => ExitCode::from(run::run(args)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),
             Err(e) => {

@@ -1,0 +1,398 @@
+//! `sapc run`: check, lower and execute a program's `main`, with the provider, budgets,
+//! trace and transcripts chosen by flags, environment and `sap.toml`.
+//!
+//! The provider, when no flag names one: the transcript beside the program
+//! (`FILE.transcript.jsonl`) if there is one — so the examples run offline — else
+//! `sap.toml`, else an error that says what to pass.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use runtime::http::HttpConfig;
+use runtime::llm::Provider;
+use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
+use runtime::provider::interactive::InteractiveProvider;
+use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
+use runtime::provider::replay::{RecordingProvider, ReplayProvider};
+use runtime::trace::TraceSink;
+use runtime::{Budgets, Runtime, RuntimeConfig, Value};
+use serde::Deserialize;
+
+use crate::exit;
+use crate::render::{Printer, SourceText};
+
+#[derive(clap::Args, Debug, Default)]
+pub struct RunArgs {
+    /// The program; its `main` runs.
+    pub file: PathBuf,
+    /// `openai` (any OpenAI-compatible server), `anthropic`, `replay` or `interactive`.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The model name sent to the provider.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The provider's base URL (default: `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`, else
+    /// the vendor's API).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Answer from this transcript, with no network.
+    #[arg(long, value_name = "TRANSCRIPT")]
+    pub replay: Option<PathBuf>,
+    /// Record every request and answer of the run to this transcript.
+    #[arg(long, value_name = "TRANSCRIPT")]
+    pub record: Option<PathBuf>,
+    /// Write one JSON line per LLM call to this file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Stream answers (OpenAI-compatible servers).
+    #[arg(long)]
+    pub stream: bool,
+    #[arg(long)]
+    pub max_calls: Option<u64>,
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Wall-time budget in seconds.
+    #[arg(long)]
+    pub max_time: Option<f64>,
+    #[arg(long)]
+    pub max_depth: Option<u32>,
+    #[arg(long)]
+    pub max_iterations: Option<u64>,
+    /// LLM calls and `parallel for` iterations in flight at once.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Print the run's counters (calls, tokens, time) to standard error.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// `sap.toml`, all optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    provider: ProviderConfig,
+    #[serde(default)]
+    budgets: BudgetConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderConfig {
+    kind: Option<String>,
+    model: Option<String>,
+    base_url: Option<String>,
+    stream: Option<bool>,
+    concurrency: Option<usize>,
+    timeout_seconds: Option<f64>,
+    max_retries: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetConfig {
+    max_calls: Option<u64>,
+    max_tokens: Option<u64>,
+    max_time_seconds: Option<f64>,
+    max_depth: Option<u32>,
+    max_iterations: Option<u64>,
+}
+
+fn load_config(program: &Path) -> Result<Config, String> {
+    let beside = program.parent().map(|d| d.join("sap.toml"));
+    for path in [beside, Some(PathBuf::from("sap.toml"))]
+        .into_iter()
+        .flatten()
+    {
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            return toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()));
+        }
+    }
+    Ok(Config::default())
+}
+
+pub fn transcript_beside(program: &Path) -> PathBuf {
+    program.with_extension("transcript.jsonl")
+}
+
+fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String> {
+    let kind = match (&args.provider, &args.replay) {
+        (Some(kind), _) => kind.clone(),
+        (None, Some(_)) => "replay".to_owned(),
+        (None, None) if transcript_beside(&args.file).is_file() => "replay".to_owned(),
+        (None, None) => config.provider.kind.clone().ok_or_else(|| {
+            "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
+        })?,
+    };
+    let mut http = HttpConfig::default();
+    if let Some(c) = args.concurrency.or(config.provider.concurrency) {
+        http.concurrency = c.max(1);
+    }
+    if let Some(t) = config.provider.timeout_seconds {
+        http.request_timeout = Duration::from_secs_f64(t.max(0.1));
+    }
+    if let Some(r) = config.provider.max_retries {
+        http.max_retries = r;
+    }
+    let model = args.model.clone().or_else(|| config.provider.model.clone());
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| config.provider.base_url.clone());
+    let provider: Arc<dyn Provider> = match kind.as_str() {
+        "replay" => {
+            let path = args
+                .replay
+                .clone()
+                .unwrap_or_else(|| transcript_beside(&args.file));
+            Arc::new(ReplayProvider::from_file(&path)?)
+        }
+        "openai" => {
+            let mut c = OpenAiConfig::from_env(model.as_deref().unwrap_or("gpt-4o-mini"));
+            if let Some(url) = base_url {
+                c.base_url = url;
+            }
+            c.stream = args.stream || config.provider.stream.unwrap_or(false);
+            c.http = http;
+            Arc::new(OpenAiProvider::new(c).map_err(|e| e.to_string())?)
+        }
+        "anthropic" => {
+            let mut c = AnthropicConfig::from_env(model.as_deref().unwrap_or("claude-sonnet-4-5"));
+            if let Some(url) = base_url {
+                c.base_url = url;
+            }
+            c.http = http;
+            Arc::new(AnthropicProvider::new(c).map_err(|e| e.to_string())?)
+        }
+        "interactive" => Arc::new(InteractiveProvider::stdio()),
+        other => {
+            return Err(format!(
+                "unknown provider `{other}`: use openai, anthropic, replay or interactive"
+            ));
+        }
+    };
+    match &args.record {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let secrets = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+                .iter()
+                .filter_map(|k| std::env::var(k).ok())
+                .collect();
+            Ok(Arc::new(RecordingProvider::new(
+                provider,
+                Box::new(file),
+                secrets,
+            )))
+        }
+        None => Ok(provider),
+    }
+}
+
+pub fn run(args: RunArgs) -> u8 {
+    match run_inner(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            exit::USAGE
+        }
+    }
+}
+
+fn run_inner(args: &RunArgs) -> Result<u8, String> {
+    let config = load_config(&args.file)?;
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| format!("cannot read `{}`: {e}", args.file.display()))?;
+    let source = SourceText::new(args.file.display().to_string(), bytes);
+    if source.invalid_utf8_at.is_some() {
+        Printer::new(crate::Format::Human).print(&source, &source.utf8_diagnostics());
+        return Ok(exit::ERRORS);
+    }
+    let mut db = hir::Database::default();
+    let file = db.add_file(source.name.clone(), source.text.clone());
+    let diagnostics = hir::check_file(&db, file).clone();
+    if diagnostics.iter().any(|d| d.is_error()) {
+        Printer::new(crate::Format::Human).print(&source, &diagnostics);
+        return Ok(exit::ERRORS);
+    }
+    let module = Arc::new(lower::lower_workspace(&db).ok_or("the program does not check")?);
+    if module.main.is_none() {
+        return Err(format!(
+            "`{}` has no `main` function to run",
+            args.file.display()
+        ));
+    }
+    let externs = Externs::default().with_calculator();
+    externs.check(&module)?;
+
+    let budgets = Budgets {
+        max_calls: args.max_calls.or(config.budgets.max_calls),
+        max_tokens: args.max_tokens.or(config.budgets.max_tokens),
+        max_wall_time: args
+            .max_time
+            .or(config.budgets.max_time_seconds)
+            .map(|s| Duration::from_secs_f64(s.max(0.0))),
+    };
+    let limits = Limits {
+        max_depth: args
+            .max_depth
+            .or(config.budgets.max_depth)
+            .unwrap_or(Limits::default().max_depth),
+        max_loop_iterations: args
+            .max_iterations
+            .or(config.budgets.max_iterations)
+            .unwrap_or(Limits::default().max_loop_iterations),
+        concurrency: args
+            .concurrency
+            .or(config.provider.concurrency)
+            .unwrap_or(Limits::default().concurrency)
+            .max(1),
+    };
+    let calls_model = !module.sites.is_empty();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let runtime = if calls_model {
+        let provider = {
+            let _guard = tokio.enter();
+            provider(args, &config)?
+        };
+        let mut rt = Runtime::new(
+            provider,
+            RuntimeConfig {
+                budgets,
+                max_reasks: 2,
+            },
+        );
+        if let Some(path) = &args.trace {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            rt = rt.with_trace(TraceSink::new(Box::new(file)));
+        }
+        Some(Arc::new(rt))
+    } else {
+        None
+    };
+    let host = Host::new(
+        module,
+        runtime.clone(),
+        tokio.handle().clone(),
+        externs,
+        limits,
+    )
+    .with_sources(vec![Some(source.text.clone())]);
+    let result = on_big_stack(|| Evaluator::new(&host).run_main());
+    if args.stats
+        && let Some(rt) = &runtime
+    {
+        let s = rt.stats();
+        eprintln!(
+            "{} LLM calls ({} re-asks, {} retries); tokens: {} in ({} cached), {} out; time: {:.2} s waiting for the model, {:.2} s in all",
+            s.calls,
+            s.reasks,
+            s.retries,
+            s.input_tokens,
+            s.cached_tokens,
+            s.output_tokens,
+            s.model_time.as_secs_f64(),
+            s.wall_time.as_secs_f64()
+        );
+    }
+    match result {
+        Ok(Value::Unit) => Ok(exit::OK),
+        Ok(value) => {
+            println!("{}", value.to_json_string());
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            eprintln!("{}", render_error(&source, &e));
+            Ok(exit::ERRORS)
+        }
+    }
+}
+
+/// A runtime error as a diagnostic at its span, with the sap call stack.
+fn render_error(source: &SourceText, e: &ExecError) -> String {
+    let position = |start: u32| {
+        let lc = source.lines.line_col(&source.text, start);
+        format!("{}:{}:{}", source.name, lc.line + 1, lc.col + 1)
+    };
+    let mut stack = String::new();
+    for frame in &e.stack {
+        stack.push_str(&format!("\n    in `{}`", frame.function));
+        if let Some(span) = frame.span {
+            stack.push_str(&format!(" at {}", position(span.start)));
+        }
+    }
+    let mut help = format!("sap call stack (innermost first):{stack}");
+    if let Some(answer) = &e.raw_answer {
+        let shown: String = answer.chars().take(300).collect();
+        help.push_str(&format!("\nthe model's last answer: {shown}"));
+    }
+    let report = RunReport {
+        message: e.message.clone(),
+        span: e
+            .span
+            .map(|s| (s.start as usize, (s.end - s.start) as usize)),
+        help,
+        source: NamedSource::new(&source.name, source.text.clone()),
+    };
+    let theme = if std::env::var_os("NO_COLOR").is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let mut out = String::new();
+    if GraphicalReportHandler::new_themed(theme)
+        .render_report(&mut out, &report)
+        .is_err()
+    {
+        out = format!("runtime error: {}\n{}", e.message, report.help);
+    }
+    out
+}
+
+#[derive(Debug)]
+struct RunReport {
+    message: String,
+    span: Option<(usize, usize)>,
+    help: String,
+    source: NamedSource<String>,
+}
+
+impl std::fmt::Display for RunReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "runtime error: {}", self.message)
+    }
+}
+
+impl std::error::Error for RunReport {}
+
+impl miette::Diagnostic for RunReport {
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(&self.help))
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.source)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        let (start, len) = self.span?;
+        Some(Box::new(std::iter::once(
+            LabeledSpan::new_primary_with_span(
+                Some("here".to_owned()),
+                SourceSpan::new(start.into(), len),
+            ),
+        )))
+    }
+}

@@ -1,0 +1,316 @@
+//! `sapc run` as a process: every example runs offline from the transcript beside it,
+//! with the output it should print; the transcripts themselves are recorded through a
+//! real OpenAI-compatible exchange with a scripted model (`UPDATE_TRANSCRIPTS=1`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use testgen::http::{MockServer, Reply};
+
+fn sapc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("sapc runs")
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// What each example prints when run with its transcript.
+const EXPECTED: &[(&str, &str)] = &[
+    (
+        "code_analysis",
+        "fn div(a, b): if b == 0 { return 0 } return a / b\n",
+    ),
+    ("calculator_select", "-3\n"),
+    ("calculator_extern", "-3\n"),
+    ("explicit_return", "5\n1\n"),
+    ("placeholders", "1\n"),
+    ("context_flow", "It divides a by b.\n"),
+    ("if_statement", ""),
+    ("if_scoping", "block only\nmodified\n"),
+    ("if_placeholders", "the user's data\n"),
+    ("while_loop", ""),
+    ("while_placeholders", "step two done\n"),
+    ("control_flow", "step two done\n"),
+    (
+        "sub_agents",
+        "Structured agents are programs that call the model at explicit points.\n",
+    ),
+];
+
+/// The scripted model for one example: answers by schema name, in order for repeated
+/// questions.
+fn script(example: &str) -> HashMap<&'static str, Vec<Value>> {
+    let mut script = base_script();
+    if matches!(example, "explicit_return" | "placeholders") {
+        // These examples declare a smaller `Analysis`.
+        script.insert(
+            "analyze_code_result",
+            vec![json!({ "bugs": ["b may be zero"] })],
+        );
+    }
+    script
+}
+
+fn base_script() -> HashMap<&'static str, Vec<Value>> {
+    HashMap::from([
+        (
+            "analyze_code_result",
+            vec![json!({ "bugs": ["Division by zero when b is 0."], "severity": "High" })],
+        ),
+        (
+            "suggest_fix_result",
+            vec![json!({ "value": "fn div(a, b): if b == 0 { return 0 } return a / b" })],
+        ),
+        (
+            "choice",
+            vec![json!({ "choice": { "option": 1, "arguments": { "x": 2, "y": 5 } } })],
+        ),
+        (
+            "analyze_code_arguments",
+            vec![json!({ "code": "fn div(a, b) = a/b" })],
+        ),
+        (
+            "analyze_result",
+            vec![json!({ "value": "It divides a by b." })],
+        ),
+        (
+            "is_ready_decision",
+            vec![json!({ "reason": "Initialization is done.", "answer": true })],
+        ),
+        (
+            "has_data_decision",
+            vec![json!({ "reason": "Data is waiting.", "answer": true })],
+        ),
+        (
+            "needs_update_decision",
+            vec![json!({ "reason": "It is still initial.", "answer": true })],
+        ),
+        (
+            "should_process_arguments",
+            vec![json!({ "data": "the user's data" })],
+        ),
+        (
+            "should_process_decision",
+            vec![json!({ "reason": "It validates.", "answer": true })],
+        ),
+        (
+            "process_data_arguments",
+            vec![json!({ "data": "the user's data" })],
+        ),
+        (
+            "task_complete_decision",
+            vec![
+                json!({ "reason": "Nothing done yet.", "answer": false }),
+                json!({ "reason": "One step left.", "answer": false }),
+                json!({ "reason": "Done.", "answer": true }),
+            ],
+        ),
+        (
+            "do_work_arguments",
+            vec![
+                json!({ "step": "outline the solution" }),
+                json!({ "step": "write it down" }),
+            ],
+        ),
+        (
+            "do_work_result",
+            vec![
+                json!({ "value": "step one done" }),
+                json!({ "value": "step two done" }),
+            ],
+        ),
+        (
+            "should_start_decision",
+            vec![json!({ "reason": "Ready.", "answer": true })],
+        ),
+        (
+            "keep_going_decision",
+            vec![
+                json!({ "reason": "Just started.", "answer": true }),
+                json!({ "reason": "One more.", "answer": true }),
+                json!({ "reason": "Done.", "answer": false }),
+            ],
+        ),
+        (
+            "process_step_result",
+            vec![
+                json!({ "value": "step one done" }),
+                json!({ "value": "step two done" }),
+            ],
+        ),
+        (
+            "analysis_agent_result",
+            vec![json!({ "value": "Agents as programs make runs repeatable." })],
+        ),
+        (
+            "research_agent_result",
+            vec![
+                json!({ "value": "Structured agents are programs that call the model at explicit points." }),
+            ],
+        ),
+    ])
+}
+
+#[test]
+fn every_example_runs_offline_from_its_transcript() {
+    if std::env::var_os("UPDATE_TRANSCRIPTS").is_some() {
+        record_transcripts();
+    }
+    for (name, expected) in EXPECTED {
+        let file = examples().join(format!("{name}.sap"));
+        let out = sapc(&["run", file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            *expected,
+            "{name}: {stderr}"
+        );
+    }
+}
+
+/// Runs every example that calls the model against a scripted OpenAI-compatible server,
+/// recording the transcript beside it.
+fn record_transcripts() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let answers = Arc::new(Mutex::new(base_script()));
+    let seen = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+    let (a, s) = (answers.clone(), seen.clone());
+    let server = tokio.block_on(MockServer::start(move |request, _| {
+        let body = request.json();
+        let name = body["response_format"]["json_schema"]["name"].as_str().unwrap_or("").to_owned();
+        let mut seen = s.lock().unwrap();
+        let n = seen.entry(name.clone()).or_default();
+        let script = a.lock().unwrap();
+        let options = script.get(name.as_str()).unwrap_or_else(|| panic!("no scripted answer for `{name}`"));
+        let answer = options[(*n).min(options.len() - 1)].clone();
+        *n += 1;
+        Reply::json(json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": answer.to_string() }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 100, "completion_tokens": 20 },
+        }))
+    }));
+    for (name, _) in EXPECTED {
+        let file = examples().join(format!("{name}.sap"));
+        let transcript = examples().join(format!("{name}.transcript.jsonl"));
+        let _ = std::fs::remove_file(&transcript);
+        seen.lock().unwrap().clear();
+        *answers.lock().unwrap() = script(name);
+        let out = Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--provider",
+                "openai",
+                "--model",
+                "scripted",
+                "--record",
+                transcript.to_str().unwrap(),
+            ])
+            .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A program that never asks the model needs no transcript.
+        if std::fs::metadata(&transcript)
+            .map(|m| m.len() == 0)
+            .unwrap_or(false)
+        {
+            let _ = std::fs::remove_file(&transcript);
+        }
+    }
+}
+
+#[test]
+fn runtime_errors_are_located_with_the_call_stack() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("div.sap");
+    std::fs::write(&file, "fn divide(a: i32, b: i32) -> i32 {\n    a / b\n}\n\nfn main() -> () {\n    print(to_string(divide(7, 0)))\n}\n").unwrap();
+    let out = sapc(&["run", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("runtime error: division by zero: 7 / 0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("div.sap:2:5"), "{stderr}");
+    assert!(
+        stderr.contains("in `divide` at")
+            && stderr.contains("in `main` at")
+            && stderr.contains("div.sap:6:21"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_program_that_calls_the_model_needs_a_provider() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-np-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ask.sap");
+    std::fs::write(&file, "fn ask(ctx: Context) -> String { \"Say hi\"! }\nfn main(ctx: Context) -> () { print(ask(ctx)) }\n").unwrap();
+    let out = sapc(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no LLM provider: pass `--provider openai`")
+    );
+
+    // A transcript without the request fails clearly, at the call site.
+    let transcript = dir.join("empty.jsonl");
+    std::fs::write(&transcript, "").unwrap();
+    let out = sapc(&[
+        "run",
+        file.to_str().unwrap(),
+        "--replay",
+        transcript.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has no (more) answers for this request"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ask.sap:1:"), "{stderr}");
+}
+
+#[test]
+fn programs_with_errors_do_not_run() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.sap");
+    std::fs::write(&file, "fn main() -> () { let x: i32 = \"no\" }\n").unwrap();
+    let out = sapc(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("E0103"));
+}
+
+#[test]
+fn a_main_with_a_value_prints_it_as_json() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-val-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("v.sap");
+    std::fs::write(
+        &file,
+        "struct P { x: i64, tags: List<String> }\nfn main() -> P { P { x: 3, tags: [\"a\"] } }\n",
+    )
+    .unwrap();
+    let out = sapc(&["run", file.to_str().unwrap()]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"x\":3,\"tags\":[\"a\"]}\n"
+    );
+}
