@@ -32,7 +32,7 @@ enum Command {
         format: Format,
     },
     /// Check and run a program's `main`.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Run the language server on standard input and output.
     Lsp,
 }
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
-        Command::Run(args) => ExitCode::from(run::run(args)),
+        Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),
             Err(e) => {
