@@ -11,10 +11,13 @@
 
 pub mod eval;
 pub mod host;
+mod intrinsics;
+pub mod jit;
 mod jsonpath;
 
 pub use eval::Evaluator;
 pub use host::{ExecError, Externs, Host, Limits, StackFrame};
+pub use jit::{JitProgram, compile};
 
 /// Runs `f` on a thread with a stack large enough for deep sap recursion (the limit in
 /// `Limits::max_depth` stops it before the stack ends).

@@ -1,6 +1,7 @@
-//! The reference evaluator: deterministic programs, runtime errors with spans and the
-//! sap call stack, and LLM programs against an in-process OpenAI-compatible server,
-//! asserting on the exact sequence of model calls.
+//! Both engines — the Cranelift JIT and the reference evaluator — on deterministic
+//! programs, runtime errors with spans and the sap call stack, and LLM programs against an
+//! in-process OpenAI-compatible server, asserting on the exact sequence of model calls.
+//! Every test runs on both engines and expects the same behaviour (differential testing).
 
 use std::sync::{Arc, Mutex};
 
@@ -88,13 +89,41 @@ fn run_with_model(
     )
     .with_output(Box::new(output.clone()))
     .with_sources(vec![Some(text)]);
-    let result = on_big_stack(|| Evaluator::new(&host).run_main());
+    let result = match engine() {
+        Engine::Evaluator => on_big_stack(|| Evaluator::new(&host).run_main()),
+        Engine::Jit => {
+            let program = codegen_jit::compile(host.module.clone()).expect("the module compiles");
+            on_big_stack(|| program.run_main(&host))
+        }
+    };
     let requests = server.requests();
     let output = String::from_utf8(output.0.lock().unwrap().clone()).unwrap();
     Run {
         result,
         output,
         requests,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Engine {
+    Evaluator,
+    Jit,
+}
+
+thread_local! {
+    static ENGINE: std::cell::Cell<Engine> = const { std::cell::Cell::new(Engine::Jit) };
+}
+
+fn engine() -> Engine {
+    ENGINE.with(|e| e.get())
+}
+
+/// Runs a test body once per engine.
+fn both(test: fn()) {
+    for e in [Engine::Jit, Engine::Evaluator] {
+        ENGINE.with(|c| c.set(e));
+        test();
     }
 }
 
@@ -113,6 +142,10 @@ fn user_text(r: &RecordedRequest) -> String {
 
 #[test]
 fn deterministic_programs() {
+    both(deterministic_programs_body)
+}
+
+fn deterministic_programs_body() {
     let r = run(r#"
 fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }
 struct P { x: i64, name: String }
@@ -144,6 +177,10 @@ fn main() -> () {
 
 #[test]
 fn arithmetic_errors_point_at_the_source() {
+    both(arithmetic_errors_point_at_the_source_body)
+}
+
+fn arithmetic_errors_point_at_the_source_body() {
     let source = "fn divide(a: i32, b: i32) -> i32 { a / b }\nfn main() -> () {\n    print(to_string(divide(1, 0)))\n}\n";
     let e = run(source).result.unwrap_err();
     assert_eq!(e.message, "division by zero: 1 / 0");
@@ -175,6 +212,10 @@ fn arithmetic_errors_point_at_the_source() {
 
 #[test]
 fn recursion_and_loops_are_bounded() {
+    both(recursion_and_loops_are_bounded_body)
+}
+
+fn recursion_and_loops_are_bounded_body() {
     let limits = Limits {
         max_depth: 200,
         max_loop_iterations: 1000,
@@ -200,6 +241,10 @@ fn recursion_and_loops_are_bounded() {
 
 #[test]
 fn deep_recursion_within_the_limit_runs() {
+    both(deep_recursion_within_the_limit_runs_body)
+}
+
+fn deep_recursion_within_the_limit_runs_body() {
     let r = run(
         "fn depth(n: i64) -> i64 { if n == 0 { 0 } else { 1 + depth(n - 1) } }\nfn main() -> () { print(to_string(depth(9000))) }",
     );
@@ -208,6 +253,10 @@ fn deep_recursion_within_the_limit_runs() {
 
 #[test]
 fn the_worked_example_makes_two_calls_with_the_slides_prompts() {
+    both(the_worked_example_makes_two_calls_with_the_slides_prompts_body)
+}
+
+fn the_worked_example_makes_two_calls_with_the_slides_prompts_body() {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/code_analysis.sap"
@@ -233,6 +282,10 @@ fn the_worked_example_makes_two_calls_with_the_slides_prompts() {
 
 #[test]
 fn select_chooses_fills_and_runs_the_arm_in_one_call() {
+    both(select_chooses_fills_and_runs_the_arm_in_one_call_body)
+}
+
+fn select_chooses_fills_and_runs_the_arm_in_one_call_body() {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/calculator_select.sap"
@@ -260,6 +313,10 @@ fn select_chooses_fills_and_runs_the_arm_in_one_call() {
 
 #[test]
 fn conditions_and_loops_driven_by_the_model_with_iteration_scopes() {
+    both(conditions_and_loops_driven_by_the_model_with_iteration_scopes_body)
+}
+
+fn conditions_and_loops_driven_by_the_model_with_iteration_scopes_body() {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/control_flow.sap"
@@ -296,6 +353,10 @@ fn conditions_and_loops_driven_by_the_model_with_iteration_scopes() {
 
 #[test]
 fn placeholders_are_filled_then_the_callee_runs() {
+    both(placeholders_are_filled_then_the_callee_runs_body)
+}
+
+fn placeholders_are_filled_then_the_callee_runs_body() {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/if_placeholders.sap"
@@ -314,6 +375,10 @@ fn placeholders_are_filled_then_the_callee_runs() {
 
 #[test]
 fn sub_agents_get_an_isolated_context_and_explicit_returns_skip_the_model() {
+    both(sub_agents_get_an_isolated_context_and_explicit_returns_skip_the_model_body)
+}
+
+fn sub_agents_get_an_isolated_context_and_explicit_returns_skip_the_model_body() {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/sub_agents.sap"
@@ -360,6 +425,10 @@ fn sub_agents_get_an_isolated_context_and_explicit_returns_skip_the_model() {
 
 #[test]
 fn parallel_for_keeps_input_order_and_iterations_see_the_loop_context() {
+    both(parallel_for_keeps_input_order_and_iterations_see_the_loop_context_body)
+}
+
+fn parallel_for_keeps_input_order_and_iterations_see_the_loop_context_body() {
     let source = r#"
 fn score(ctx: Context, item: String) -> i64 {
     "Score this item"!
@@ -406,6 +475,10 @@ fn main(ctx: Context) -> () {
 
 #[test]
 fn model_failures_stop_with_the_call_site() {
+    both(model_failures_stop_with_the_call_site_body)
+}
+
+fn model_failures_stop_with_the_call_site_body() {
     let source = "fn ask(ctx: Context) -> i32 {\n    \"How many?\"!\n}\nfn main(ctx: Context) -> () {\n    print(to_string(ask(ctx)))\n}\n";
     let r = run_with_model(source, Limits::default(), |_, _| "not a number".to_owned());
     let e = r.result.unwrap_err();

@@ -67,6 +67,9 @@ pub struct RunArgs {
     /// Print the run's counters (calls, tokens, time) to standard error.
     #[arg(long)]
     pub stats: bool,
+    /// `jit` (native code, the default) or `eval` (the reference evaluator).
+    #[arg(long, default_value = "jit")]
+    pub engine: String,
 }
 
 /// `sap.toml`, all optional.
@@ -288,7 +291,14 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         limits,
     )
     .with_sources(vec![Some(source.text.clone())]);
-    let result = on_big_stack(|| Evaluator::new(&host).run_main());
+    let result = match args.engine.as_str() {
+        "eval" => on_big_stack(|| Evaluator::new(&host).run_main()),
+        "jit" => {
+            let program = codegen_jit::compile(host.module.clone())?;
+            on_big_stack(|| program.run_main(&host))
+        }
+        other => return Err(format!("unknown engine `{other}`: use jit or eval")),
+    };
     if args.stats
         && let Some(rt) = &runtime
     {

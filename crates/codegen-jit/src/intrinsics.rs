@@ -1,0 +1,532 @@
+//! The runtime side of the native ABI: the functions compiled code calls for everything
+//! that is not arithmetic or control flow.
+//!
+//! In native code every value is one `i64`: `()` is 0, Booleans 0 or 1, integers
+//! sign-extended, `f64` its bits, enum values their variant index, and everything else
+//! (strings, lists, structs, options, JSON, tools, contexts) a pointer to a
+//! reference-counted [`Slot`] (`Arc::into_raw`), 0 meaning "no value yet". Compiled code
+//! retains and releases those pointers through [`sap_retain`] and [`sap_release`].
+//!
+//! Static information a call needs (types, spans, names) is passed as a pointer to a
+//! descriptor the compiler built and keeps alive as long as the code.
+//!
+//! No panic may cross into native code: every intrinsic that could panic catches it and
+//! turns it into a sap runtime error in [`Env`].
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use lower::ir::{BinOp, Builtin, SrcSpan, Type};
+use runtime::value::StructValue;
+use runtime::{Context, TypeDesc, Value};
+
+use crate::eval::{Slot, int_op};
+use crate::host::{ExecError, Host, StackFrame};
+
+/// What compiled code reads and writes directly, at fixed offsets (see `jit.rs`), then
+/// what only the intrinsics use.
+#[repr(C)]
+pub struct Env {
+    /// Nonzero when an error is pending: compiled code checks it after every call.
+    pub failed: u64,
+    pub depth: u64,
+    pub max_depth: u64,
+    pub iterations: u64,
+    pub max_iterations: u64,
+    pub host: *const Host,
+    pub program: *const crate::jit::JitProgram,
+    pub error: Option<ExecError>,
+}
+
+pub const OFFSET_FAILED: i32 = 0;
+pub const OFFSET_DEPTH: i32 = 8;
+pub const OFFSET_MAX_DEPTH: i32 = 16;
+pub const OFFSET_ITERATIONS: i32 = 24;
+pub const OFFSET_MAX_ITERATIONS: i32 = 32;
+
+impl Env {
+    pub fn new(host: &Host, program: &crate::jit::JitProgram) -> Env {
+        Env {
+            failed: 0,
+            depth: 0,
+            max_depth: host.limits.max_depth as u64,
+            iterations: 0,
+            max_iterations: host.limits.max_loop_iterations,
+            host,
+            program,
+            error: None,
+        }
+    }
+
+    fn host(&self) -> &Host {
+        // SAFETY: the host outlives every run of compiled code (`JitProgram::run_main`).
+        unsafe { &*self.host }
+    }
+
+    pub fn fail(&mut self, e: ExecError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        self.failed = 1;
+    }
+}
+
+// ---------------------------------------------------------------- objects
+
+pub fn new_obj(slot: Slot) -> i64 {
+    Arc::into_raw(Arc::new(slot)) as i64
+}
+
+/// # Safety
+/// `p` is 0 or a pointer from [`new_obj`] whose reference the caller holds.
+unsafe fn obj<'a>(p: i64) -> Option<&'a Slot> {
+    if p == 0 {
+        None
+    } else {
+        Some(unsafe { &*(p as *const Slot) })
+    }
+}
+
+pub extern "C" fn sap_retain(p: i64) {
+    if p != 0 {
+        // SAFETY: `p` came from `new_obj` and is alive (compiled code holds a reference).
+        unsafe { Arc::increment_strong_count(p as *const Slot) }
+    }
+}
+
+pub extern "C" fn sap_release(p: i64) {
+    if p != 0 {
+        // SAFETY: as above; this gives back one reference.
+        unsafe { Arc::decrement_strong_count(p as *const Slot) }
+    }
+}
+
+/// A native value as a sap value.
+pub fn to_value(host: &Host, ty: &Type, raw: i64) -> Value {
+    match ty {
+        Type::Unit => Value::Unit,
+        Type::Bool => Value::Bool(raw != 0),
+        Type::I32 | Type::I64 => Value::Int(raw),
+        Type::F64 => Value::Float(f64::from_bits(raw as u64)),
+        Type::Enum(id) => match host.types.get(*id as usize) {
+            Some(TypeDesc::Enum(e)) => Value::Enum {
+                ty: e.clone(),
+                variant: raw as u32,
+            },
+            _ => Value::Int(raw),
+        },
+        // SAFETY: heap-typed native values are object pointers.
+        _ => match unsafe { obj(raw) } {
+            Some(Slot::Val(v)) => v.clone(),
+            _ => Value::Unit,
+        },
+    }
+}
+
+/// A sap value as a native value (an owned reference for heap types).
+pub fn from_value(ty: &Type, v: Value) -> i64 {
+    match (ty, &v) {
+        (Type::Unit, _) => 0,
+        (Type::Bool, Value::Bool(b)) => *b as i64,
+        (Type::I32 | Type::I64, Value::Int(n)) => *n,
+        (Type::F64, Value::Float(x)) => x.to_bits() as i64,
+        (Type::Enum(_), Value::Enum { variant, .. }) => *variant as i64,
+        _ if ty.is_heap() => new_obj(Slot::Val(v)),
+        _ => 0,
+    }
+}
+
+fn guard(
+    env: &mut Env,
+    span: Option<SrcSpan>,
+    f: impl FnOnce(&mut Env) -> Result<i64, ExecError>,
+) -> i64 {
+    match catch_unwind(AssertUnwindSafe(|| f(env))) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            env.fail(e);
+            0
+        }
+        Err(_) => {
+            env.fail(ExecError::new(
+                "internal error in the runtime (a panic was caught)",
+                span,
+            ));
+            0
+        }
+    }
+}
+
+// ---------------------------------------------------------------- descriptors
+
+/// Why compiled code stopped, with what it knew.
+pub enum FailKind {
+    Overflow { op: BinOp, ty: Type },
+    Depth,
+    Iterations,
+}
+
+pub struct FailDesc {
+    pub kind: FailKind,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct FrameDesc {
+    pub function: String,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct HostCallDesc {
+    pub builtin: Option<Builtin>,
+    pub name: String,
+    pub args: Vec<Type>,
+    pub ret: Type,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct TypeArg {
+    pub ty: Type,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct BinaryDesc {
+    pub op: BinOp,
+    pub ty: Type,
+}
+
+pub struct StructDesc {
+    pub type_id: u32,
+    pub fields: Vec<Type>,
+}
+
+pub struct InjectDesc {
+    pub ty: Type,
+    pub function: String,
+    pub label: String,
+}
+
+pub enum LlmKind {
+    Produce(Type),
+    Decide,
+    Fill,
+    Choose,
+}
+
+pub struct LlmDesc {
+    pub kind: LlmKind,
+    pub site: u32,
+}
+
+pub struct ParallelDesc {
+    pub body: u32,
+    pub captures: Vec<Type>,
+    pub elem: Type,
+    pub result: Type,
+    pub span: Option<SrcSpan>,
+}
+
+// ---------------------------------------------------------------- intrinsics
+
+/// # Safety (all intrinsics below)
+/// `env` is the running program's environment; descriptor pointers come from the
+/// compiler and live as long as the code; object arguments are live references.
+pub unsafe extern "C" fn sap_fail(env: *mut Env, desc: *const FailDesc, a: i64, b: i64) {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    let message = match &desc.kind {
+        FailKind::Overflow { op, ty } => match int_op(*op, ty, a, b, desc.span) {
+            Err(e) => e.message,
+            Ok(_) => "integer overflow".to_owned(),
+        },
+        FailKind::Depth => format!("recursion deeper than {} calls", env.max_depth),
+        FailKind::Iterations => format!("more than {} loop iterations", env.max_iterations),
+    };
+    env.fail(ExecError::new(message, desc.span));
+}
+
+pub unsafe extern "C" fn sap_unwind(env: *mut Env, desc: *const FrameDesc) {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    if let Some(e) = &mut env.error {
+        if e.span.is_none() {
+            e.span = desc.span;
+        }
+        e.stack.push(StackFrame {
+            function: desc.function.clone(),
+            span: desc.span,
+        });
+    }
+}
+
+pub unsafe extern "C" fn sap_binary(env: *mut Env, desc: *const BinaryDesc, a: i64, b: i64) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, None, |env| {
+        let host = env.host();
+        let (x, y) = (to_value(host, &desc.ty, a), to_value(host, &desc.ty, b));
+        Ok(match desc.op {
+            BinOp::Concat => match (&x, &y) {
+                (Value::Str(p), Value::Str(q)) => {
+                    new_obj(Slot::Val(Value::str(&format!("{p}{q}"))))
+                }
+                _ => 0,
+            },
+            op => {
+                let ordering = match (&x, &y) {
+                    (Value::Str(p), Value::Str(q)) => p.cmp(q),
+                    _ => std::cmp::Ordering::Equal,
+                };
+                use std::cmp::Ordering::*;
+                let r = match op {
+                    BinOp::Eq => ordering == Equal,
+                    BinOp::Ne => ordering != Equal,
+                    BinOp::Lt => ordering == Less,
+                    BinOp::Le => ordering != Greater,
+                    BinOp::Gt => ordering == Greater,
+                    _ => ordering != Less,
+                };
+                r as i64
+            }
+        })
+    })
+}
+
+pub extern "C" fn sap_fmod(a: f64, b: f64) -> f64 {
+    a % b
+}
+
+pub unsafe extern "C" fn sap_call_host(
+    env: *mut Env,
+    desc: *const HostCallDesc,
+    args: *const i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    let raw = unsafe { std::slice::from_raw_parts(args, desc.args.len()) };
+    guard(env, desc.span, |env| {
+        let host = env.host();
+        let values: Vec<Value> = desc
+            .args
+            .iter()
+            .zip(raw)
+            .map(|(t, r)| to_value(host, t, *r))
+            .collect();
+        let result = match desc.builtin {
+            Some(b) => host.call_builtin(b, &values, desc.span)?,
+            None => host.call_extern(&desc.name, &values, desc.span)?,
+        };
+        Ok(from_value(&desc.ret, result))
+    })
+}
+
+/// Appends to the list in `list` (whose reference it takes over); in place when nothing
+/// else holds it.
+pub unsafe extern "C" fn sap_push(
+    env: *mut Env,
+    desc: *const TypeArg,
+    list: i64,
+    item: i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, desc.span, |env| {
+        let item = to_value(env.host(), &desc.ty, item);
+        if list == 0 {
+            return Ok(new_obj(Slot::Val(Value::List(Arc::new(vec![item])))));
+        }
+        // SAFETY: we own one reference to `list`.
+        let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
+        match Arc::get_mut(&mut arc) {
+            Some(Slot::Val(Value::List(items))) => {
+                Arc::make_mut(items).push(item);
+                Ok(Arc::into_raw(arc) as i64)
+            }
+            _ => {
+                let mut items = match &*arc {
+                    Slot::Val(Value::List(items)) => (**items).clone(),
+                    _ => Vec::new(),
+                };
+                items.push(item);
+                drop(arc);
+                Ok(new_obj(Slot::Val(Value::List(Arc::new(items)))))
+            }
+        }
+    })
+}
+
+pub unsafe extern "C" fn sap_list(
+    env: *mut Env,
+    desc: *const TypeArg,
+    items: *const i64,
+    n: i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    let raw = unsafe { std::slice::from_raw_parts(items, n as usize) };
+    guard(env, None, |env| {
+        let host = env.host();
+        let values = raw.iter().map(|r| to_value(host, &desc.ty, *r)).collect();
+        Ok(new_obj(Slot::Val(Value::List(Arc::new(values)))))
+    })
+}
+
+pub unsafe extern "C" fn sap_struct(
+    env: *mut Env,
+    desc: *const StructDesc,
+    fields: *const i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    let raw = unsafe { std::slice::from_raw_parts(fields, desc.fields.len()) };
+    guard(env, None, |env| {
+        let host = env.host();
+        let Some(TypeDesc::Struct(s)) = host.types.get(desc.type_id as usize) else {
+            return Err(ExecError::new("internal: not a struct type", None));
+        };
+        let fields = desc
+            .fields
+            .iter()
+            .zip(raw)
+            .map(|(t, r)| to_value(host, t, *r))
+            .collect();
+        Ok(new_obj(Slot::Val(Value::Struct(Arc::new(StructValue {
+            ty: s.clone(),
+            fields,
+        })))))
+    })
+}
+
+pub unsafe extern "C" fn sap_field(
+    env: *mut Env,
+    desc: *const TypeArg,
+    value: i64,
+    index: i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, desc.span, |_| match unsafe { obj(value) } {
+        Some(Slot::Val(Value::Struct(s))) => Ok(from_value(
+            &desc.ty,
+            s.fields.get(index as usize).cloned().unwrap_or(Value::Unit),
+        )),
+        _ => Err(ExecError::new("internal: field of a non-struct", desc.span)),
+    })
+}
+
+pub unsafe extern "C" fn sap_index(
+    env: *mut Env,
+    desc: *const TypeArg,
+    list: i64,
+    index: i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, desc.span, |_| match unsafe { obj(list) } {
+        Some(Slot::Val(Value::List(items))) => {
+            match usize::try_from(index).ok().and_then(|i| items.get(i)) {
+                Some(v) => Ok(from_value(&desc.ty, v.clone())),
+                None => Err(ExecError::new(
+                    format!(
+                        "index {index} is out of range for a list of {} elements",
+                        items.len()
+                    ),
+                    desc.span,
+                )),
+            }
+        }
+        _ => Err(ExecError::new("internal: index of a non-list", desc.span)),
+    })
+}
+
+pub unsafe extern "C" fn sap_list_len(list: i64) -> i64 {
+    match unsafe { obj(list) } {
+        Some(Slot::Val(Value::List(items))) => items.len() as i64,
+        _ => 0,
+    }
+}
+
+pub extern "C" fn sap_ctx_new() -> i64 {
+    new_obj(Slot::Ctx(Context::new()))
+}
+
+pub unsafe extern "C" fn sap_ctx_child(ctx: i64) -> i64 {
+    match unsafe { obj(ctx) } {
+        Some(Slot::Ctx(c)) => new_obj(Slot::Ctx(c.child())),
+        _ => new_obj(Slot::Ctx(Context::new())),
+    }
+}
+
+pub unsafe extern "C" fn sap_instruct(ctx: i64, text: i64) {
+    if let (Some(Slot::Ctx(c)), Some(Slot::Val(Value::Str(t)))) = unsafe { (obj(ctx), obj(text)) } {
+        c.instruct(t);
+    }
+}
+
+pub unsafe extern "C" fn sap_inject(env: *mut Env, desc: *const InjectDesc, ctx: i64, value: i64) {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, None, |env| {
+        if let Some(Slot::Ctx(c)) = unsafe { obj(ctx) } {
+            c.inject_value(
+                to_value(env.host(), &desc.ty, value),
+                &desc.function,
+                &desc.label,
+            );
+        }
+        Ok(0)
+    });
+}
+
+pub unsafe extern "C" fn sap_llm(env: *mut Env, desc: *const LlmDesc, ctx: i64) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, None, |env| {
+        let host = env.host();
+        let Some(Slot::Ctx(c)) = (unsafe { obj(ctx) }) else {
+            return Err(ExecError::new(
+                "internal: an LLM call without a context",
+                None,
+            ));
+        };
+        Ok(match &desc.kind {
+            LlmKind::Produce(ty) => from_value(ty, host.produce(desc.site, c)?),
+            LlmKind::Decide => host.decide(desc.site, c)? as i64,
+            LlmKind::Fill => new_obj(Slot::Pack(None, Arc::new(host.fill(desc.site, c)?))),
+            LlmKind::Choose => {
+                let (arm, args) = host.choose(desc.site, c)?;
+                new_obj(Slot::Pack(Some(arm), Arc::new(args)))
+            }
+        })
+    })
+}
+
+pub unsafe extern "C" fn sap_arg(desc: *const TypeArg, pack: i64, i: i64) -> i64 {
+    let desc = unsafe { &*desc };
+    match unsafe { obj(pack) } {
+        Some(Slot::Pack(_, args)) => from_value(
+            &desc.ty,
+            args.get(i as usize).cloned().unwrap_or(Value::Unit),
+        ),
+        _ => 0,
+    }
+}
+
+pub unsafe extern "C" fn sap_arm(pack: i64) -> i64 {
+    match unsafe { obj(pack) } {
+        Some(Slot::Pack(Some(arm), _)) => *arm as i64,
+        _ => 0,
+    }
+}
+
+pub unsafe extern "C" fn sap_parallel(
+    env: *mut Env,
+    desc: *const ParallelDesc,
+    list: i64,
+    captures: *const i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    let captured: Vec<i64> =
+        unsafe { std::slice::from_raw_parts(captures, desc.captures.len()) }.to_vec();
+    let program = env.program;
+    guard(env, desc.span, |env| {
+        // SAFETY: the host outlives the run; it is not part of `env`'s mutable state.
+        let host: &Host = unsafe { &*env.host };
+        let items: Vec<Value> = match unsafe { obj(list) } {
+            Some(Slot::Val(Value::List(items))) => (**items).clone(),
+            _ => Vec::new(),
+        };
+        // SAFETY: the program outlives the run.
+        let program = unsafe { &*program };
+        let results = program.run_parallel(host, env, desc, &captured, &items)?;
+        Ok(new_obj(Slot::Val(Value::List(Arc::new(results)))))
+    })
+}

@@ -1,0 +1,1159 @@
+//! The Cranelift backend: every IR function becomes a native function
+//! `fn(env, params…) -> i64`. Arithmetic (with overflow and division checks), comparisons,
+//! control flow, calls between sap functions and recursion are native code; everything
+//! else calls the intrinsics in `intrinsics.rs`.
+//!
+//! Ownership: a heap value produced by an instruction is an owned reference; `Load`
+//! retains, `Store` retains the new value and releases the old, a function retains its
+//! heap parameters on entry and releases its variables on return, and a temporary is
+//! released at the end of the block that made it (values used in later blocks live in
+//! variables). An error returns at once, leaving cleanup to the end of the run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cranelift_codegen::ir;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    AbiParam, InstBuilder, MemFlagsData as MemFlags, StackSlotData, StackSlotKind, UserFuncName,
+    types,
+};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module as _};
+use lower::ir::{BinOp, Const, FuncId, Function, Module, Op, SrcSpan, Terminator, Type, UnOp};
+use runtime::{Context, Value};
+
+use crate::eval::Slot;
+use crate::host::{ExecError, Host};
+use crate::intrinsics::*;
+
+const I64: ir::Type = types::I64;
+
+/// Owns everything compiled code points at: the code, the descriptors, the constants.
+/// Descriptors are boxed so their addresses, baked into the code, stay put as the vectors
+/// grow.
+#[derive(Default)]
+#[allow(clippy::vec_box)]
+struct Keep {
+    fails: Vec<Box<FailDesc>>,
+    frames: Vec<Box<FrameDesc>>,
+    host_calls: Vec<Box<HostCallDesc>>,
+    type_args: Vec<Box<TypeArg>>,
+    binaries: Vec<Box<BinaryDesc>>,
+    structs: Vec<Box<StructDesc>>,
+    injects: Vec<Box<InjectDesc>>,
+    llms: Vec<Box<LlmDesc>>,
+    parallels: Vec<Box<ParallelDesc>>,
+    /// Constant strings and tools, one reference each held here.
+    consts: Vec<Arc<Slot>>,
+}
+
+macro_rules! keep_ptr {
+    ($vec:expr, $value:expr) => {{
+        let boxed = Box::new($value);
+        let ptr = &*boxed as *const _ as i64;
+        $vec.push(boxed);
+        ptr
+    }};
+}
+
+pub struct JitProgram {
+    _module: JITModule,
+    _keep: Keep,
+    ir: Arc<Module>,
+    /// `fn(env, args: *const i64) -> i64` for every function, to call from Rust.
+    trampolines: Vec<*const u8>,
+}
+
+// SAFETY: the code and descriptors are immutable once finalized; compiled code is
+// reentrant and keeps its state in the `Env` each thread passes.
+unsafe impl Send for JitProgram {}
+unsafe impl Sync for JitProgram {}
+
+type Trampoline = unsafe extern "C" fn(*mut Env, *const i64) -> i64;
+
+#[derive(Clone, Copy)]
+enum Intr {
+    Retain,
+    Release,
+    Fail,
+    Unwind,
+    Binary,
+    Fmod,
+    CallHost,
+    Push,
+    List,
+    Struct,
+    Field,
+    Index,
+    ListLen,
+    CtxNew,
+    CtxChild,
+    Instruct,
+    Inject,
+    Llm,
+    Arg,
+    Arm,
+    Parallel,
+}
+
+const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
+    // (which, symbol, i64 parameters, returns i64)
+    (Intr::Retain, "sap_retain", 1, false),
+    (Intr::Release, "sap_release", 1, false),
+    (Intr::Fail, "sap_fail", 4, false),
+    (Intr::Unwind, "sap_unwind", 2, false),
+    (Intr::Binary, "sap_binary", 4, true),
+    (Intr::Fmod, "sap_fmod", 2, true),
+    (Intr::CallHost, "sap_call_host", 3, true),
+    (Intr::Push, "sap_push", 4, true),
+    (Intr::List, "sap_list", 4, true),
+    (Intr::Struct, "sap_struct", 3, true),
+    (Intr::Field, "sap_field", 4, true),
+    (Intr::Index, "sap_index", 4, true),
+    (Intr::ListLen, "sap_list_len", 1, true),
+    (Intr::CtxNew, "sap_ctx_new", 0, true),
+    (Intr::CtxChild, "sap_ctx_child", 1, true),
+    (Intr::Instruct, "sap_instruct", 2, false),
+    (Intr::Inject, "sap_inject", 4, false),
+    (Intr::Llm, "sap_llm", 3, true),
+    (Intr::Arg, "sap_arg", 3, true),
+    (Intr::Arm, "sap_arm", 1, true),
+    (Intr::Parallel, "sap_parallel", 4, true),
+];
+
+fn intrinsic_address(i: Intr) -> *const u8 {
+    match i {
+        Intr::Retain => sap_retain as *const u8,
+        Intr::Release => sap_release as *const u8,
+        Intr::Fail => sap_fail as *const u8,
+        Intr::Unwind => sap_unwind as *const u8,
+        Intr::Binary => sap_binary as *const u8,
+        Intr::Fmod => sap_fmod as *const u8,
+        Intr::CallHost => sap_call_host as *const u8,
+        Intr::Push => sap_push as *const u8,
+        Intr::List => sap_list as *const u8,
+        Intr::Struct => sap_struct as *const u8,
+        Intr::Field => sap_field as *const u8,
+        Intr::Index => sap_index as *const u8,
+        Intr::ListLen => sap_list_len as *const u8,
+        Intr::CtxNew => sap_ctx_new as *const u8,
+        Intr::CtxChild => sap_ctx_child as *const u8,
+        Intr::Instruct => sap_instruct as *const u8,
+        Intr::Inject => sap_inject as *const u8,
+        Intr::Llm => sap_llm as *const u8,
+        Intr::Arg => sap_arg as *const u8,
+        Intr::Arm => sap_arm as *const u8,
+        Intr::Parallel => sap_parallel as *const u8,
+    }
+}
+
+/// Compiles every function of `module` to native code.
+pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
+    flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())?;
+    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    for (which, name, _, _) in INTRINSICS {
+        builder.symbol(*name, intrinsic_address(*which));
+    }
+    let mut jit = JITModule::new(builder);
+
+    let mut intrinsic_ids = HashMap::new();
+    for (which, name, params, returns) in INTRINSICS {
+        let mut sig = jit.make_signature();
+        let float = matches!(which, Intr::Fmod);
+        for _ in 0..*params {
+            sig.params
+                .push(AbiParam::new(if float { types::F64 } else { I64 }));
+        }
+        if *returns {
+            sig.returns
+                .push(AbiParam::new(if float { types::F64 } else { I64 }));
+        }
+        let id = jit
+            .declare_function(name, Linkage::Import, &sig)
+            .map_err(|e| e.to_string())?;
+        intrinsic_ids.insert(*name, id);
+    }
+
+    let mut func_ids = Vec::new();
+    for (i, f) in module.functions.iter().enumerate() {
+        let mut sig = jit.make_signature();
+        sig.params.push(AbiParam::new(I64));
+        for _ in &f.params {
+            sig.params.push(AbiParam::new(I64));
+        }
+        sig.returns.push(AbiParam::new(I64));
+        func_ids.push(
+            jit.declare_function(&format!("sap_fn_{i}"), Linkage::Local, &sig)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let mut tramp_ids = Vec::new();
+    for i in 0..module.functions.len() {
+        let mut sig = jit.make_signature();
+        sig.params.push(AbiParam::new(I64));
+        sig.params.push(AbiParam::new(I64));
+        sig.returns.push(AbiParam::new(I64));
+        tramp_ids.push(
+            jit.declare_function(&format!("sap_tramp_{i}"), Linkage::Local, &sig)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+
+    let frontend = jit.target_config();
+    let mut keep = Keep::default();
+    let mut ctx = jit.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    for (i, f) in module.functions.iter().enumerate() {
+        ctx.func.signature = jit
+            .declarations()
+            .get_function_decl(func_ids[i])
+            .signature
+            .clone();
+        ctx.func.name = UserFuncName::user(0, i as u32);
+        {
+            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let mut cg = FnCg::new(b, &module, f, &mut keep);
+            cg.intrinsics = INTRINSICS
+                .iter()
+                .map(|(which, name, _, _)| {
+                    (
+                        *which as usize,
+                        jit.declare_func_in_func(intrinsic_ids[name], cg.b.func),
+                    )
+                })
+                .collect();
+            cg.functions = func_ids
+                .iter()
+                .map(|id| jit.declare_func_in_func(*id, cg.b.func))
+                .collect();
+            cg.body()
+                .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
+            cg.b.finalize(frontend);
+        }
+        jit.define_function(func_ids[i], &mut ctx)
+            .map_err(|e| format!("cannot compile `{}`: {e:?}", f.name))?;
+        jit.clear_context(&mut ctx);
+
+        // The trampoline: unpack the argument array, call, return.
+        ctx.func.signature = jit
+            .declarations()
+            .get_function_decl(tramp_ids[i])
+            .signature
+            .clone();
+        ctx.func.name = UserFuncName::user(1, i as u32);
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let (env, args) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+            let mut call_args = vec![env];
+            for k in 0..f.params.len() {
+                call_args.push(b.ins().load(I64, MemFlags::trusted(), args, (k * 8) as i32));
+            }
+            let callee = jit.declare_func_in_func(func_ids[i], b.func);
+            let call = b.ins().call(callee, &call_args);
+            let result = b.inst_results(call)[0];
+            b.ins().return_(&[result]);
+            b.seal_all_blocks();
+            b.finalize(frontend);
+        }
+        jit.define_function(tramp_ids[i], &mut ctx)
+            .map_err(|e| format!("cannot compile a trampoline: {e:?}"))?;
+        jit.clear_context(&mut ctx);
+    }
+    jit.finalize_definitions().map_err(|e| e.to_string())?;
+    let trampolines = tramp_ids
+        .iter()
+        .map(|id| jit.get_finalized_function(*id))
+        .collect();
+    Ok(JitProgram {
+        _module: jit,
+        _keep: keep,
+        ir: module,
+        trampolines,
+    })
+}
+
+struct FnCg<'a, 'b> {
+    b: FunctionBuilder<'b>,
+    module: &'a Module,
+    f: &'a Function,
+    keep: &'a mut Keep,
+    intrinsics: HashMap<usize, ir::FuncRef>,
+    functions: Vec<ir::FuncRef>,
+    env: ir::Value,
+    vars: Vec<Variable>,
+    /// Values used outside the block that defines them live in variables.
+    cross: HashMap<u32, Variable>,
+    values: HashMap<u32, ir::Value>,
+    blocks: Vec<ir::Block>,
+    /// The call depth on entry, restored on return.
+    depth: ir::Value,
+}
+
+fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
+    inst_span.or(Some(f.span))
+}
+
+impl<'a, 'b> FnCg<'a, 'b> {
+    fn new(
+        b: FunctionBuilder<'b>,
+        module: &'a Module,
+        f: &'a Function,
+        keep: &'a mut Keep,
+    ) -> Self {
+        FnCg {
+            b,
+            module,
+            f,
+            keep,
+            intrinsics: HashMap::new(),
+            functions: Vec::new(),
+            env: ir::Value::from_u32(0),
+            vars: Vec::new(),
+            cross: HashMap::new(),
+            values: HashMap::new(),
+            blocks: Vec::new(),
+            depth: ir::Value::from_u32(0),
+        }
+    }
+
+    fn call(&mut self, which: Intr, args: &[ir::Value]) -> Option<ir::Value> {
+        let r = self.intrinsics[&(which as usize)];
+        let inst = self.b.ins().call(r, args);
+        self.b.inst_results(inst).first().copied()
+    }
+
+    fn iconst(&mut self, n: i64) -> ir::Value {
+        self.b.ins().iconst(I64, n)
+    }
+
+    fn load_env(&mut self, offset: i32) -> ir::Value {
+        self.b
+            .ins()
+            .load(I64, MemFlags::trusted(), self.env, offset)
+    }
+
+    fn store_env(&mut self, value: ir::Value, offset: i32) {
+        self.b
+            .ins()
+            .store(MemFlags::trusted(), value, self.env, offset);
+    }
+
+    /// Branches to an error exit (after recording `frame` on the sap stack) when an
+    /// error is pending.
+    fn check_failed(&mut self, span: Option<SrcSpan>) {
+        let failed = self.load_env(OFFSET_FAILED);
+        let error = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(failed, error, &[], ok, &[]);
+        self.b.switch_to_block(error);
+        self.b.set_cold_block(error);
+        self.unwind(span);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Records this function on the sap stack and returns from it with the error.
+    fn unwind(&mut self, span: Option<SrcSpan>) {
+        let desc = keep_ptr!(
+            self.keep.frames,
+            FrameDesc {
+                function: self.f.name.clone(),
+                span: span_of(span, self.f)
+            }
+        );
+        let d = self.iconst(desc);
+        self.call(Intr::Unwind, &[self.env, d]);
+        let zero = self.iconst(0);
+        self.b.ins().return_(&[zero]);
+    }
+
+    /// Fails with `kind` when `condition` is nonzero.
+    fn fail_if(
+        &mut self,
+        condition: ir::Value,
+        kind: FailKind,
+        span: Option<SrcSpan>,
+        a: ir::Value,
+        b: ir::Value,
+    ) {
+        let fail = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(condition, fail, &[], ok, &[]);
+        self.b.switch_to_block(fail);
+        self.b.set_cold_block(fail);
+        let desc = keep_ptr!(self.keep.fails, FailDesc { kind, span });
+        let d = self.iconst(desc);
+        self.call(Intr::Fail, &[self.env, d, a, b]);
+        self.unwind(span);
+        self.b.switch_to_block(ok);
+    }
+
+    fn value(&mut self, id: u32) -> ir::Value {
+        match self.cross.get(&id) {
+            Some(var) => self.b.use_var(*var),
+            None => self
+                .values
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| self.b.ins().iconst(I64, 0)),
+        }
+    }
+
+    fn define(&mut self, id: u32, ty: &Type, v: ir::Value) {
+        match self.cross.get(&id).copied() {
+            Some(var) => {
+                if ty.is_heap() {
+                    let old = self.b.use_var(var);
+                    self.call(Intr::Release, &[old]);
+                }
+                self.b.def_var(var, v);
+            }
+            None => {
+                self.values.insert(id, v);
+            }
+        }
+    }
+
+    fn array(&mut self, values: &[ir::Value]) -> ir::Value {
+        let size = (values.len().max(1) * 8) as u32;
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            size,
+            3,
+        ));
+        for (i, v) in values.iter().enumerate() {
+            self.b.ins().stack_store(I64, *v, slot, (i * 8) as i32);
+        }
+        self.b.ins().stack_addr(I64, slot, 0)
+    }
+
+    fn body(&mut self) -> Result<(), String> {
+        let f = self.f;
+        // Which values are used outside their block.
+        let mut defined_in: HashMap<u32, usize> = HashMap::new();
+        for (bi, block) in f.blocks.iter().enumerate() {
+            for inst in &block.insts {
+                if let Some((v, _)) = inst.dest {
+                    defined_in.insert(v, bi);
+                }
+            }
+        }
+        let mut cross_ids = Vec::new();
+        for (bi, block) in f.blocks.iter().enumerate() {
+            let mut used = Vec::new();
+            for inst in &block.insts {
+                operands(&inst.op, &mut used);
+            }
+            if let Terminator::Branch(v, _, _) | Terminator::Switch(v, _) | Terminator::Return(v) =
+                &block.term
+            {
+                used.push(*v);
+            }
+            for v in used {
+                if defined_in.get(&v).is_some_and(|d| *d != bi) && !cross_ids.contains(&v) {
+                    cross_ids.push(v);
+                }
+            }
+        }
+
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.blocks = f.blocks.iter().map(|_| self.b.create_block()).collect();
+        self.b.switch_to_block(entry);
+        self.env = self.b.block_params(entry)[0];
+        let params: Vec<ir::Value> = self.b.block_params(entry)[1..].to_vec();
+        for local in &f.locals {
+            let _ = local;
+            let var = self.b.declare_var(I64);
+            self.vars.push(var);
+        }
+        let zero = self.iconst(0);
+        for (i, var) in self.vars.clone().into_iter().enumerate() {
+            if i < params.len() {
+                if f.locals[i].ty.is_heap() {
+                    self.call(Intr::Retain, &[params[i]]);
+                }
+                self.b.def_var(var, params[i]);
+            } else {
+                self.b.def_var(var, zero);
+            }
+        }
+        for id in cross_ids {
+            let var = self.b.declare_var(I64);
+            self.b.def_var(var, zero);
+            self.cross.insert(id, var);
+        }
+        // Recursion depth.
+        self.depth = self.load_env(OFFSET_DEPTH);
+        let max = self.load_env(OFFSET_MAX_DEPTH);
+        let too_deep = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, self.depth, max);
+        self.fail_if(too_deep, FailKind::Depth, Some(f.span), zero, zero);
+        let deeper = self.b.ins().iadd_imm_s(self.depth, 1);
+        self.store_env(deeper, OFFSET_DEPTH);
+        let first = self.blocks[0];
+        self.b.ins().jump(first, &[]);
+
+        for (bi, block) in f.blocks.iter().enumerate() {
+            self.b.switch_to_block(self.blocks[bi]);
+            let mut temps: Vec<u32> = Vec::new();
+            for inst in &block.insts {
+                let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
+                if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
+                    self.define(*id, ty, v);
+                    if ty.is_heap() && !self.cross.contains_key(id) {
+                        temps.push(*id);
+                    }
+                }
+            }
+            match &block.term {
+                Terminator::Return(v) => {
+                    let ret_ty = &f.ret;
+                    let result = self.value(*v);
+                    if ret_ty.is_heap() {
+                        self.call(Intr::Retain, &[result]);
+                    }
+                    self.release_temps(&temps);
+                    for (i, local) in f.locals.iter().enumerate() {
+                        if local.ty.is_heap() {
+                            let v = self.b.use_var(self.vars[i]);
+                            self.call(Intr::Release, &[v]);
+                        }
+                    }
+                    for (id, var) in self.cross.clone() {
+                        if self.value_type(id).is_some_and(|t| t.is_heap()) {
+                            let v = self.b.use_var(var);
+                            self.call(Intr::Release, &[v]);
+                        }
+                    }
+                    let depth = self.depth;
+                    self.store_env(depth, OFFSET_DEPTH);
+                    self.b.ins().return_(&[result]);
+                }
+                Terminator::Jump(t) => {
+                    self.release_temps(&temps);
+                    if (*t as usize) <= bi {
+                        // A back edge: count the iteration against the budget.
+                        let n = self.load_env(OFFSET_ITERATIONS);
+                        let n1 = self.b.ins().iadd_imm_s(n, 1);
+                        self.store_env(n1, OFFSET_ITERATIONS);
+                        let max = self.load_env(OFFSET_MAX_ITERATIONS);
+                        let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, n1, max);
+                        self.fail_if(over, FailKind::Iterations, Some(f.span), n1, max);
+                    }
+                    let target = self.blocks[*t as usize];
+                    self.b.ins().jump(target, &[]);
+                }
+                Terminator::Branch(c, t, e) => {
+                    let c = self.value(*c);
+                    self.release_temps(&temps);
+                    let (t, e) = (self.blocks[*t as usize], self.blocks[*e as usize]);
+                    self.b.ins().brif(c, t, &[], e, &[]);
+                }
+                Terminator::Switch(v, targets) => {
+                    let v = self.value(*v);
+                    self.release_temps(&temps);
+                    // A chain of comparisons: selects have a handful of arms.
+                    for (i, target) in targets.iter().enumerate() {
+                        let target = self.blocks[*target as usize];
+                        if i + 1 == targets.len() {
+                            self.b.ins().jump(target, &[]);
+                        } else {
+                            let is = self.b.ins().icmp_imm_s(IntCC::Equal, v, i as i64);
+                            let next = self.b.create_block();
+                            self.b.ins().brif(is, target, &[], next, &[]);
+                            self.b.switch_to_block(next);
+                        }
+                    }
+                    if targets.is_empty() {
+                        let z = self.iconst(0);
+                        self.b.ins().return_(&[z]);
+                    }
+                }
+                Terminator::Unreachable => {
+                    let z = self.iconst(0);
+                    self.b.ins().return_(&[z]);
+                }
+            }
+        }
+        self.b.seal_all_blocks();
+        Ok(())
+    }
+
+    fn value_type(&self, id: u32) -> Option<&Type> {
+        self.f
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .find_map(|i| i.dest.as_ref().filter(|d| d.0 == id).map(|d| &d.1))
+    }
+
+    fn release_temps(&mut self, temps: &[u32]) {
+        for id in temps {
+            if let Some(v) = self.values.get(id).copied() {
+                self.call(Intr::Release, &[v]);
+            }
+        }
+    }
+
+    fn type_arg(&mut self, ty: Type, span: Option<SrcSpan>) -> ir::Value {
+        let p = keep_ptr!(self.keep.type_args, TypeArg { ty, span });
+        self.iconst(p)
+    }
+
+    fn const_obj(&mut self, slot: Slot) -> ir::Value {
+        let arc = Arc::new(slot);
+        let ptr = Arc::as_ptr(&arc) as i64;
+        self.keep.consts.push(arc);
+        let v = self.iconst(ptr);
+        self.call(Intr::Retain, &[v]);
+        v
+    }
+
+    fn inst(
+        &mut self,
+        op: &Op,
+        span: Option<SrcSpan>,
+        ty: Option<&Type>,
+    ) -> Result<Option<ir::Value>, String> {
+        let ty = ty.cloned().unwrap_or(Type::Unit);
+        Ok(Some(match op {
+            Op::Const(c) => match c {
+                Const::Unit => self.iconst(0),
+                Const::Bool(b) => self.iconst(*b as i64),
+                Const::Int(n) => self.iconst(*n),
+                Const::Float(x) => self.iconst(x.to_bits() as i64),
+                Const::Variant(_, i) => self.iconst(*i as i64),
+                Const::Str(s) => self.const_obj(Slot::Val(Value::str(s))),
+                Const::Tool(name) => {
+                    self.const_obj(Slot::Val(Value::Tool(Arc::from(name.as_str()))))
+                }
+            },
+            Op::Load(l) => {
+                let v = self.b.use_var(self.vars[*l as usize]);
+                if self.f.locals[*l as usize].ty.is_heap() {
+                    self.call(Intr::Retain, &[v]);
+                }
+                v
+            }
+            Op::Store(l, x) => {
+                let v = self.value(*x);
+                let var = self.vars[*l as usize];
+                if self.f.locals[*l as usize].ty.is_heap() {
+                    self.call(Intr::Retain, &[v]);
+                    let old = self.b.use_var(var);
+                    self.call(Intr::Release, &[old]);
+                }
+                self.b.def_var(var, v);
+                return Ok(None);
+            }
+            Op::Binary(op, t, a, b) => {
+                let (a, b) = (self.value(*a), self.value(*b));
+                self.binary(*op, t, a, b, span)
+            }
+            Op::Unary(UnOp::Not, _, a) => {
+                let a = self.value(*a);
+                let r = self.b.ins().icmp_imm_s(IntCC::Equal, a, 0);
+                self.b.ins().uextend(I64, r)
+            }
+            Op::Unary(UnOp::Neg, t, a) => {
+                let a = self.value(*a);
+                match t {
+                    Type::F64 => {
+                        let x = self.b.ins().bitcast(types::F64, MemFlags::new(), a);
+                        let n = self.b.ins().fneg(x);
+                        self.b.ins().bitcast(I64, MemFlags::new(), n)
+                    }
+                    _ => {
+                        let zero = self.iconst(0);
+                        self.binary(BinOp::Sub, t, zero, a, span)
+                    }
+                }
+            }
+            Op::Call(callee, args) => {
+                let mut values = vec![self.env];
+                for a in args {
+                    values.push(self.value(*a));
+                }
+                let r = self.functions[*callee as usize];
+                let inst = self.b.ins().call(r, &values);
+                let result = self.b.inst_results(inst)[0];
+                self.check_failed(span);
+                result
+            }
+            Op::CallExtern(_, args) | Op::CallBuiltin(_, args) => {
+                let builtin = match op {
+                    Op::CallBuiltin(b, _) => Some(*b),
+                    _ => None,
+                };
+                let arg_types: Vec<Type> = args
+                    .iter()
+                    .map(|a| self.value_type(*a).cloned().unwrap_or(Type::Unit))
+                    .collect();
+                let name = match op {
+                    Op::CallExtern(n, _) => n.clone(),
+                    _ => String::new(),
+                };
+                if builtin == Some(lower::ir::Builtin::Len)
+                    && matches!(arg_types.first(), Some(Type::List(_)))
+                {
+                    let l = self.value(args[0]);
+                    return Ok(self.call(Intr::ListLen, &[l]));
+                }
+                let desc = keep_ptr!(
+                    self.keep.host_calls,
+                    HostCallDesc {
+                        builtin,
+                        name,
+                        args: arg_types,
+                        ret: ty.clone(),
+                        span
+                    }
+                );
+                let values: Vec<ir::Value> = args.iter().map(|a| self.value(*a)).collect();
+                let array = self.array(&values);
+                let d = self.iconst(desc);
+                let r = self
+                    .call(Intr::CallHost, &[self.env, d, array])
+                    .unwrap_or(d);
+                self.check_failed(span);
+                r
+            }
+            Op::PushInPlace(l, x) => {
+                let elem = match &self.f.locals[*l as usize].ty {
+                    Type::List(e) => (**e).clone(),
+                    _ => Type::Unit,
+                };
+                let item = self.value(*x);
+                let var = self.vars[*l as usize];
+                let list = self.b.use_var(var);
+                let d = self.type_arg(elem, span);
+                let new = self
+                    .call(Intr::Push, &[self.env, d, list, item])
+                    .unwrap_or(list);
+                self.b.def_var(var, new);
+                self.check_failed(span);
+                return Ok(None);
+            }
+            Op::List(items) => {
+                let elem = match &ty {
+                    Type::List(e) => (**e).clone(),
+                    _ => Type::Unit,
+                };
+                let values: Vec<ir::Value> = items.iter().map(|i| self.value(*i)).collect();
+                let array = self.array(&values);
+                let d = self.type_arg(elem, span);
+                let n = self.iconst(values.len() as i64);
+                let r = self.call(Intr::List, &[self.env, d, array, n]).unwrap_or(n);
+                self.check_failed(span);
+                r
+            }
+            Op::Struct(t, fields) => {
+                let field_types: Vec<Type> = fields
+                    .iter()
+                    .map(|v| self.value_type(*v).cloned().unwrap_or(Type::Unit))
+                    .collect();
+                let desc = keep_ptr!(
+                    self.keep.structs,
+                    StructDesc {
+                        type_id: *t,
+                        fields: field_types
+                    }
+                );
+                let values: Vec<ir::Value> = fields.iter().map(|v| self.value(*v)).collect();
+                let array = self.array(&values);
+                let d = self.iconst(desc);
+                let r = self.call(Intr::Struct, &[self.env, d, array]).unwrap_or(d);
+                self.check_failed(span);
+                r
+            }
+            Op::Field(s, i) => {
+                let s = self.value(*s);
+                let d = self.type_arg(ty.clone(), span);
+                let i = self.iconst(*i as i64);
+                let r = self.call(Intr::Field, &[self.env, d, s, i]).unwrap_or(i);
+                self.check_failed(span);
+                r
+            }
+            Op::Index(l, i) => {
+                let (l, i) = (self.value(*l), self.value(*i));
+                let d = self.type_arg(ty.clone(), span);
+                let r = self.call(Intr::Index, &[self.env, d, l, i]).unwrap_or(i);
+                self.check_failed(span);
+                r
+            }
+            Op::ContextNew => self.call(Intr::CtxNew, &[]).expect("returns"),
+            Op::ContextChild(c) => {
+                let c = self.value(*c);
+                self.call(Intr::CtxChild, &[c]).expect("returns")
+            }
+            Op::Instruct(c, text) => {
+                let c = self.value(*c);
+                let t = self.const_obj(Slot::Val(Value::str(text)));
+                self.call(Intr::Instruct, &[c, t]);
+                self.call(Intr::Release, &[t]);
+                return Ok(None);
+            }
+            Op::Inject {
+                ctx,
+                value,
+                function,
+                label,
+            } => {
+                let value_ty = self.value_type(*value).cloned().unwrap_or(Type::Unit);
+                let desc = keep_ptr!(
+                    self.keep.injects,
+                    InjectDesc {
+                        ty: value_ty,
+                        function: function.clone(),
+                        label: label.clone()
+                    }
+                );
+                let (c, v) = (self.value(*ctx), self.value(*value));
+                let d = self.iconst(desc);
+                self.call(Intr::Inject, &[self.env, d, c, v]);
+                self.check_failed(span);
+                return Ok(None);
+            }
+            Op::Produce { site, ctx }
+            | Op::Decide { site, ctx }
+            | Op::Fill { site, ctx }
+            | Op::Choose { site, ctx } => {
+                let kind = match op {
+                    Op::Produce { .. } => LlmKind::Produce(ty.clone()),
+                    Op::Decide { .. } => LlmKind::Decide,
+                    Op::Fill { .. } => LlmKind::Fill,
+                    _ => LlmKind::Choose,
+                };
+                let desc = keep_ptr!(self.keep.llms, LlmDesc { kind, site: *site });
+                let c = self.value(*ctx);
+                let d = self.iconst(desc);
+                let r = self.call(Intr::Llm, &[self.env, d, c]).unwrap_or(d);
+                self.check_failed(span);
+                r
+            }
+            Op::Arg(p, i) => {
+                let p = self.value(*p);
+                let d = self.type_arg(ty.clone(), span);
+                let i = self.iconst(*i as i64);
+                self.call(Intr::Arg, &[d, p, i]).expect("returns")
+            }
+            Op::Arm(p) => {
+                let p = self.value(*p);
+                self.call(Intr::Arm, &[p]).expect("returns")
+            }
+            Op::ParallelFor {
+                list,
+                body,
+                captures,
+            } => {
+                let body_f = &self.module.functions[*body as usize];
+                let capture_types: Vec<Type> = captures
+                    .iter()
+                    .map(|c| self.value_type(*c).cloned().unwrap_or(Type::Unit))
+                    .collect();
+                let elem = body_f.params.last().map_or(Type::Unit, |p| p.ty.clone());
+                let desc = keep_ptr!(
+                    self.keep.parallels,
+                    ParallelDesc {
+                        body: *body,
+                        captures: capture_types,
+                        elem,
+                        result: body_f.ret.clone(),
+                        span
+                    }
+                );
+                let values: Vec<ir::Value> = captures.iter().map(|c| self.value(*c)).collect();
+                let array = self.array(&values);
+                let l = self.value(*list);
+                let d = self.iconst(desc);
+                let r = self
+                    .call(Intr::Parallel, &[self.env, d, l, array])
+                    .unwrap_or(d);
+                self.check_failed(span);
+                r
+            }
+        }))
+    }
+
+    fn binary(
+        &mut self,
+        op: BinOp,
+        ty: &Type,
+        a: ir::Value,
+        b: ir::Value,
+        span: Option<SrcSpan>,
+    ) -> ir::Value {
+        let cmp = |op: BinOp| match op {
+            BinOp::Eq => Some((IntCC::Equal, FloatCC::Equal)),
+            BinOp::Ne => Some((IntCC::NotEqual, FloatCC::NotEqual)),
+            BinOp::Lt => Some((IntCC::SignedLessThan, FloatCC::LessThan)),
+            BinOp::Le => Some((IntCC::SignedLessThanOrEqual, FloatCC::LessThanOrEqual)),
+            BinOp::Gt => Some((IntCC::SignedGreaterThan, FloatCC::GreaterThan)),
+            BinOp::Ge => Some((IntCC::SignedGreaterThanOrEqual, FloatCC::GreaterThanOrEqual)),
+            _ => None,
+        };
+        match ty {
+            Type::Str
+            | Type::List(_)
+            | Type::Option(_)
+            | Type::Struct(_)
+            | Type::Json
+            | Type::Tool
+            | Type::Context => {
+                let desc = keep_ptr!(self.keep.binaries, BinaryDesc { op, ty: ty.clone() });
+                let d = self.iconst(desc);
+                let r = self.call(Intr::Binary, &[self.env, d, a, b]).unwrap_or(d);
+                self.check_failed(span);
+                r
+            }
+            Type::Unit => {
+                let equal = matches!(op, BinOp::Eq | BinOp::Le | BinOp::Ge);
+                self.iconst(equal as i64)
+            }
+            Type::F64 => {
+                let x = self.b.ins().bitcast(types::F64, MemFlags::new(), a);
+                let y = self.b.ins().bitcast(types::F64, MemFlags::new(), b);
+                if let Some((_, cc)) = cmp(op) {
+                    let r = self.b.ins().fcmp(cc, x, y);
+                    return self.b.ins().uextend(I64, r);
+                }
+                let r = match op {
+                    BinOp::Add => self.b.ins().fadd(x, y),
+                    BinOp::Sub => self.b.ins().fsub(x, y),
+                    BinOp::Mul => self.b.ins().fmul(x, y),
+                    BinOp::Div => self.b.ins().fdiv(x, y),
+                    _ => self.call(Intr::Fmod, &[x, y]).expect("returns"),
+                };
+                self.b.ins().bitcast(I64, MemFlags::new(), r)
+            }
+            _ => {
+                if let Some((cc, _)) = cmp(op) {
+                    let r = self.b.ins().icmp(cc, a, b);
+                    return self.b.ins().uextend(I64, r);
+                }
+                let kind = || FailKind::Overflow { op, ty: ty.clone() };
+                if matches!(op, BinOp::Div | BinOp::Rem) {
+                    let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                    self.fail_if(zero, kind(), span, a, b);
+                    if *ty == Type::I64 {
+                        // i64::MIN / -1 does not fit (and traps on x86).
+                        let min = self.b.ins().icmp_imm_s(IntCC::Equal, a, i64::MIN);
+                        let neg = self.b.ins().icmp_imm_s(IntCC::Equal, b, -1);
+                        let both = self.b.ins().band(min, neg);
+                        self.fail_if(both, kind(), span, a, b);
+                    }
+                    let r = if op == BinOp::Div {
+                        self.b.ins().sdiv(a, b)
+                    } else {
+                        self.b.ins().srem(a, b)
+                    };
+                    if *ty == Type::I32 {
+                        self.check_i32(r, kind(), span, a, b);
+                    }
+                    return r;
+                }
+                let (r, overflow) = match op {
+                    BinOp::Add => self.b.ins().sadd_overflow(a, b),
+                    BinOp::Sub => self.b.ins().ssub_overflow(a, b),
+                    _ => self.b.ins().smul_overflow(a, b),
+                };
+                self.fail_if(overflow, kind(), span, a, b);
+                if *ty == Type::I32 {
+                    self.check_i32(r, kind(), span, a, b);
+                }
+                r
+            }
+        }
+    }
+
+    /// Fails unless `r` fits in an `i32`.
+    fn check_i32(
+        &mut self,
+        r: ir::Value,
+        kind: FailKind,
+        span: Option<SrcSpan>,
+        a: ir::Value,
+        b: ir::Value,
+    ) {
+        let narrow = self.b.ins().ireduce(types::I32, r);
+        let wide = self.b.ins().sextend(I64, narrow);
+        let differs = self.b.ins().icmp(IntCC::NotEqual, wide, r);
+        self.fail_if(differs, kind, span, a, b);
+    }
+}
+
+fn operands(op: &Op, out: &mut Vec<u32>) {
+    match op {
+        Op::Const(_) | Op::Load(_) | Op::ContextNew => {}
+        Op::Store(_, v)
+        | Op::Unary(_, _, v)
+        | Op::PushInPlace(_, v)
+        | Op::Field(v, _)
+        | Op::ContextChild(v)
+        | Op::Arg(v, _)
+        | Op::Arm(v) => out.push(*v),
+        Op::Binary(_, _, a, b) | Op::Index(a, b) => out.extend([*a, *b]),
+        Op::Call(_, args)
+        | Op::CallExtern(_, args)
+        | Op::CallBuiltin(_, args)
+        | Op::List(args)
+        | Op::Struct(_, args) => out.extend(args),
+        Op::Instruct(c, _) => out.push(*c),
+        Op::Inject { ctx, value, .. } => out.extend([*ctx, *value]),
+        Op::Produce { ctx, .. }
+        | Op::Fill { ctx, .. }
+        | Op::Choose { ctx, .. }
+        | Op::Decide { ctx, .. } => out.push(*ctx),
+        Op::ParallelFor { list, captures, .. } => {
+            out.push(*list);
+            out.extend(captures);
+        }
+    }
+}
+
+struct SendPtr(*const u8);
+// SAFETY: code pointers are immutable and valid for the program's lifetime.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl JitProgram {
+    fn trampoline(&self, f: FuncId) -> Trampoline {
+        // SAFETY: every trampoline was compiled with this signature.
+        unsafe { std::mem::transmute::<*const u8, Trampoline>(self.trampolines[f as usize]) }
+    }
+
+    /// Runs `main` (call it on a thread with a big stack: see `on_big_stack`).
+    pub fn run_main(&self, host: &Host) -> Result<Value, ExecError> {
+        let main = self
+            .ir
+            .main
+            .ok_or_else(|| ExecError::new("the program has no `main` function", None))?;
+        let f = &self.ir.functions[main as usize];
+        let args: Vec<i64> = f
+            .params
+            .iter()
+            .map(|p| {
+                if p.ty == Type::Context {
+                    new_obj(Slot::Ctx(Context::new()))
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let mut env = Env::new(host, self);
+        // SAFETY: the trampoline reads `args.len()` arguments, which `f` has.
+        let raw = unsafe { self.trampoline(main)(&mut env, args.as_ptr()) };
+        for a in args {
+            sap_release(a);
+        }
+        if env.failed != 0 {
+            return Err(env
+                .error
+                .take()
+                .unwrap_or_else(|| ExecError::new("the program failed", None)));
+        }
+        let value = to_value(host, &f.ret, raw);
+        if f.ret.is_heap() {
+            sap_release(raw);
+        }
+        Ok(value)
+    }
+
+    pub(crate) fn run_parallel(
+        &self,
+        host: &Host,
+        env: &mut Env,
+        desc: &ParallelDesc,
+        captured: &[i64],
+        items: &[Value],
+    ) -> Result<Vec<Value>, ExecError> {
+        let width = host.limits.concurrency.max(1);
+        let body = SendPtr(self.trampolines[desc.body as usize]);
+        let depth = env.depth;
+        let remaining = env.max_iterations.saturating_sub(env.iterations);
+        let mut results: Vec<Result<Value, ExecError>> = Vec::with_capacity(items.len());
+        let mut used = 0;
+        for chunk in items.chunks(width) {
+            let outcomes: Vec<(Result<Value, ExecError>, u64)> = std::thread::scope(|scope| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|item| {
+                        let body = &body;
+                        let captured = captured.to_vec();
+                        std::thread::Builder::new()
+                            .stack_size(64 << 20)
+                            .spawn_scoped(scope, move || {
+                                let mut child = Env::new(host, self);
+                                child.depth = depth;
+                                child.max_iterations = remaining;
+                                let mut args = captured;
+                                args.push(from_value(&desc.elem, item.clone()));
+                                // SAFETY: the body's trampoline takes captures then the element.
+                                let tramp =
+                                    unsafe { std::mem::transmute::<*const u8, Trampoline>(body.0) };
+                                let raw = unsafe { tramp(&mut child, args.as_ptr()) };
+                                if desc.elem.is_heap() {
+                                    sap_release(*args.last().expect("the element"));
+                                }
+                                let outcome = if child.failed != 0 {
+                                    Err(child.error.take().unwrap_or_else(|| {
+                                        ExecError::new("a parallel iteration failed", desc.span)
+                                    }))
+                                } else {
+                                    let v = to_value(host, &desc.result, raw);
+                                    if desc.result.is_heap() {
+                                        sap_release(raw);
+                                    }
+                                    Ok(v)
+                                };
+                                (outcome, child.iterations)
+                            })
+                            .expect("spawn a parallel iteration")
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            (
+                                Err(ExecError::new("a parallel iteration panicked", desc.span)),
+                                0,
+                            )
+                        })
+                    })
+                    .collect()
+            });
+            for (outcome, iterations) in outcomes {
+                used += iterations;
+                results.push(outcome);
+            }
+        }
+        env.iterations = env.iterations.saturating_add(used);
+        results.into_iter().collect()
+    }
+}
+
+/// Keeps the intrinsic table's order in sync with `Intr`.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn intrinsic_table_matches_the_enum() {
+        for (i, (which, _, _, _)) in super::INTRINSICS.iter().enumerate() {
+            assert_eq!(*which as usize, i);
+        }
+    }
+}
