@@ -440,6 +440,24 @@ impl Host {
             (Builtin::JsonGet, [Value::Json(j), Value::Str(path)]) => jsonpath::get(j, path)
                 .map(|v| Value::Json(Arc::new(v)))
                 .map_err(err),
+            (Builtin::Toposort, [Value::List(deps)]) => {
+                let deps: Vec<Vec<i64>> = deps
+                    .iter()
+                    .map(|d| match d {
+                        Value::List(items) => items
+                            .iter()
+                            .map(|v| if let Value::Int(n) = v { *n } else { -1 })
+                            .collect(),
+                        _ => Vec::new(),
+                    })
+                    .collect();
+                let layers = crate::toposort::layers(&deps).map_err(err)?;
+                let list =
+                    |xs: Vec<i64>| Value::List(Arc::new(xs.into_iter().map(Value::Int).collect()));
+                Ok(Value::List(Arc::new(
+                    layers.into_iter().map(list).collect(),
+                )))
+            }
             (b, args) => Err(err(format!(
                 "internal: {b:?} called with {} arguments of the wrong kinds",
                 args.len()

@@ -14,6 +14,7 @@ pub mod host;
 mod intrinsics;
 pub mod jit;
 mod jsonpath;
+mod toposort;
 
 pub use eval::Evaluator;
 pub use host::{ExecError, Externs, Host, Limits, StackFrame};

@@ -14,6 +14,7 @@ pub enum Builtin {
     WriteFile,
     JsonParse,
     JsonGet,
+    Toposort,
 }
 
 const ALL: &[(&str, Builtin)] = &[
@@ -26,6 +27,7 @@ const ALL: &[(&str, Builtin)] = &[
     ("write_file", Builtin::WriteFile),
     ("json_parse", Builtin::JsonParse),
     ("json_get", Builtin::JsonGet),
+    ("toposort", Builtin::Toposort),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -73,6 +75,12 @@ impl Builtin {
             ),
             Builtin::JsonParse => (vec![("text", Ty::String)], Ty::Json, 0),
             Builtin::JsonGet => (vec![("value", Ty::Json), ("path", Ty::String)], Ty::Json, 0),
+            // `deps[i]` lists the nodes node `i` depends on; the result is the layers of
+            // nodes that can run together, in order.
+            Builtin::Toposort => {
+                let deps = Ty::List(Box::new(Ty::List(Box::new(Ty::I64))));
+                (vec![("deps", deps.clone())], deps, 0)
+            }
         };
         BuiltinSig {
             params,

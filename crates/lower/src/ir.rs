@@ -185,6 +185,7 @@ pub enum Builtin {
     WriteFile,
     JsonParse,
     JsonGet,
+    Toposort,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -45,6 +45,7 @@ fn builtin(b: hir::Builtin) -> Builtin {
         hir::Builtin::WriteFile => Builtin::WriteFile,
         hir::Builtin::JsonParse => Builtin::JsonParse,
         hir::Builtin::JsonGet => Builtin::JsonGet,
+        hir::Builtin::Toposort => Builtin::Toposort,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `sapc`: the command-line front end. It owns the terminal and the file system; the
 //! compiler crates below it take text and return data.
 
+mod cache;
 mod check;
 mod render;
 mod run;
@@ -30,6 +31,11 @@ enum Command {
         /// How to print diagnostics.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+    },
+    /// Check and lower a program into the build cache, so `run` starts at once.
+    Build {
+        /// The program.
+        file: PathBuf,
     },
     /// Check and run a program's `main`.
     Run(Box<run::RunArgs>),
@@ -68,6 +74,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
+        Command::Build { file } => ExitCode::from(run::build(&file)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),

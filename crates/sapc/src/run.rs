@@ -21,8 +21,8 @@ use runtime::trace::TraceSink;
 use runtime::{Budgets, Runtime, RuntimeConfig, Value};
 use serde::Deserialize;
 
-use crate::exit;
 use crate::render::{Printer, SourceText};
+use crate::{cache, exit};
 
 #[derive(clap::Args, Debug, Default)]
 pub struct RunArgs {
@@ -216,14 +216,14 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         Printer::new(crate::Format::Human).print(&source, &source.utf8_diagnostics());
         return Ok(exit::ERRORS);
     }
-    let mut db = hir::Database::default();
-    let file = db.add_file(source.name.clone(), source.text.clone());
-    let diagnostics = hir::check_file(&db, file).clone();
-    if diagnostics.iter().any(|d| d.is_error()) {
-        Printer::new(crate::Format::Human).print(&source, &diagnostics);
-        return Ok(exit::ERRORS);
-    }
-    let module = Arc::new(lower::lower_workspace(&db).ok_or("the program does not check")?);
+    let key = cache::key(&[(&source.name, &source.text)]);
+    let (module, from_cache) = match cache::load(&key) {
+        Some(module) => (Arc::new(module), true),
+        None => match compile(&source)? {
+            Ok(module) => (Arc::new(module), false),
+            Err(code) => return Ok(code),
+        },
+    };
     if module.main.is_none() {
         return Err(format!(
             "`{}` has no `main` function to run",
@@ -299,6 +299,16 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         }
         other => return Err(format!("unknown engine `{other}`: use jit or eval")),
     };
+    if args.stats {
+        eprintln!(
+            "module: {}",
+            if from_cache {
+                "loaded from the build cache"
+            } else {
+                "compiled from source"
+            }
+        );
+    }
     if args.stats
         && let Some(rt) = &runtime
     {
@@ -324,6 +334,56 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         Err(e) => {
             eprintln!("{}", render_error(&source, &e));
             Ok(exit::ERRORS)
+        }
+    }
+}
+
+/// Checks and lowers a program; its diagnostics are printed, and a program with errors
+/// gives the exit status instead of a module.
+pub fn compile(source: &SourceText) -> Result<Result<lower::ir::Module, u8>, String> {
+    let mut db = hir::Database::default();
+    let file = db.add_file(source.name.clone(), source.text.clone());
+    let diagnostics = hir::check_file(&db, file).clone();
+    if diagnostics.iter().any(|d| d.is_error()) {
+        Printer::new(crate::Format::Human).print(source, &diagnostics);
+        return Ok(Err(exit::ERRORS));
+    }
+    lower::lower_workspace(&db)
+        .map(Ok)
+        .ok_or_else(|| "the program does not check".to_owned())
+}
+
+/// `sapc build`: check, lower, and store the module in the cache.
+pub fn build(file: &Path) -> u8 {
+    let result = (|| -> Result<u8, String> {
+        let bytes =
+            std::fs::read(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        let source = SourceText::new(file.display().to_string(), bytes);
+        if source.invalid_utf8_at.is_some() {
+            Printer::new(crate::Format::Human).print(&source, &source.utf8_diagnostics());
+            return Ok(exit::ERRORS);
+        }
+        let key = cache::key(&[(&source.name, &source.text)]);
+        if cache::load(&key).is_some() {
+            eprintln!(
+                "{} is up to date in the build cache ({key})",
+                file.display()
+            );
+            return Ok(exit::OK);
+        }
+        let module = match compile(&source)? {
+            Ok(module) => module,
+            Err(code) => return Ok(code),
+        };
+        let path = cache::store(&key, &module)?;
+        eprintln!("built {} → {}", file.display(), path.display());
+        Ok(exit::OK)
+    })();
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            exit::USAGE
         }
     }
 }

@@ -314,3 +314,50 @@ fn a_main_with_a_value_prints_it_as_json() {
         "{\"x\":3,\"tags\":[\"a\"]}\n"
     );
 }
+
+#[test]
+fn build_caches_the_module_and_run_uses_it() {
+    let dir = std::env::temp_dir().join(format!("sapc-build-{}", std::process::id()));
+    let cache = dir.join("cache");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("p.sap");
+    std::fs::write(&file, "fn main() -> () { print(\"one\") }\n").unwrap();
+    let with_cache = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args(args)
+            .env("SAP_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    let f = file.to_str().unwrap();
+
+    let out = with_cache(&["run", f, "--stats"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("compiled from source"));
+    let out = with_cache(&["build", f]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built"));
+    let out = with_cache(&["build", f]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("up to date"),
+        "a second build is a cache hit"
+    );
+    let out = with_cache(&["run", f, "--stats"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loaded from the build cache"));
+
+    // An edit changes the key: the stale entry is not used.
+    std::fs::write(&file, "fn main() -> () { print(\"two\") }\n").unwrap();
+    let out = with_cache(&["run", f, "--stats"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("compiled from source"));
+
+    // A damaged entry is ignored.
+    with_cache(&["build", f]);
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        std::fs::write(entry.unwrap().path(), "{ not json").unwrap();
+    }
+    let out = with_cache(&["run", f, "--stats"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("compiled from source"));
+}

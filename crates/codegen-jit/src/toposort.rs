@@ -1,0 +1,69 @@
+//! Parallel topological layers of a dependency graph (Kahn's algorithm, layer by layer):
+//! the deterministic helper behind `toposort` and the Graph-of-Thought prelude.
+
+/// `deps[i]` lists the nodes node `i` depends on. Returns the layers: every node of a
+/// layer depends only on nodes of earlier layers; nodes within a layer are in index order.
+pub fn layers(deps: &[Vec<i64>]) -> Result<Vec<Vec<i64>>, String> {
+    let n = deps.len();
+    let mut indegree = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (node, ds) in deps.iter().enumerate() {
+        for &d in ds {
+            let d = usize::try_from(d).ok().filter(|d| *d < n).ok_or_else(|| {
+                format!("node {node} depends on {d}, which is not a node (there are {n})")
+            })?;
+            indegree[node] += 1;
+            dependents[d].push(node);
+        }
+    }
+    let mut layer: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut out = Vec::new();
+    let mut placed = 0;
+    while !layer.is_empty() {
+        placed += layer.len();
+        let mut next = Vec::new();
+        for &node in &layer {
+            for &dependent in &dependents[node] {
+                indegree[dependent] -= 1;
+                if indegree[dependent] == 0 {
+                    next.push(dependent);
+                }
+            }
+        }
+        next.sort_unstable();
+        out.push(layer.iter().map(|&i| i as i64).collect());
+        layer = next;
+    }
+    if placed < n {
+        let stuck: Vec<String> = (0..n)
+            .filter(|&i| indegree[i] > 0)
+            .take(10)
+            .map(|i| i.to_string())
+            .collect();
+        return Err(format!(
+            "the dependencies form a cycle through nodes {}",
+            stuck.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layers;
+
+    #[test]
+    fn layers_and_cycles() {
+        assert_eq!(
+            layers(&[vec![], vec![0], vec![0], vec![1, 2]]).unwrap(),
+            vec![vec![0], vec![1, 2], vec![3]]
+        );
+        assert_eq!(layers(&[]).unwrap(), Vec::<Vec<i64>>::new());
+        assert!(
+            layers(&[vec![1], vec![0]])
+                .unwrap_err()
+                .contains("cycle through nodes 0, 1")
+        );
+        assert!(layers(&[vec![5]]).unwrap_err().contains("not a node"));
+    }
+}
