@@ -90,6 +90,21 @@ impl Externs {
     pub fn check(&self, module: &Module) -> Result<(), String> {
         for e in &module.externs {
             let params: Vec<Type> = e.params.iter().map(|p| p.ty.clone()).collect();
+            if !self.functions.contains_key(&e.name)
+                && let Some(b) = standard_extern(&e.name)
+            {
+                // A declaration of a standard extern: it must say what the standard says.
+                if !standard_signature_fits(b, &params, &e.ret) {
+                    return Err(format!(
+                        "`extern fn {}` is declared as ({}) -> {}, which is not the signature of the standard `{}`",
+                        e.name,
+                        params.iter().map(show_type).collect::<Vec<_>>().join(", "),
+                        show_type(&e.ret),
+                        e.name
+                    ));
+                }
+                continue;
+            }
             match self.functions.get(&e.name) {
                 None => {
                     return Err(format!(
@@ -112,6 +127,40 @@ impl Externs {
             }
         }
         Ok(())
+    }
+}
+
+/// The standard extern a declared extern of that name stands for.
+pub fn standard_extern(name: &str) -> Option<Builtin> {
+    Some(match name {
+        "print" => Builtin::Print,
+        "input" => Builtin::Input,
+        "to_string" => Builtin::ToString,
+        "len" => Builtin::Len,
+        "push" => Builtin::Push,
+        "read_file" => Builtin::ReadFile,
+        "write_file" => Builtin::WriteFile,
+        "json_parse" => Builtin::JsonParse,
+        "json_get" => Builtin::JsonGet,
+        "toposort" => Builtin::Toposort,
+        _ => return None,
+    })
+}
+
+/// Whether a declaration matches a standard extern; type parameters match any type.
+fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
+    let ints = || Type::List(Box::new(Type::List(Box::new(Type::I64))));
+    match b {
+        Builtin::Print => params == [Type::Str] && *ret == Type::Unit,
+        Builtin::Input => params.is_empty() && *ret == Type::Str,
+        Builtin::ToString => params.len() == 1 && *ret == Type::Str,
+        Builtin::Len => matches!(params, [Type::List(_) | Type::Str]) && *ret == Type::I64,
+        Builtin::Push => matches!(params, [Type::List(e), x] if **e == *x) && *ret == params[0],
+        Builtin::ReadFile => params == [Type::Str] && *ret == Type::Str,
+        Builtin::WriteFile => params == [Type::Str, Type::Str] && *ret == Type::Unit,
+        Builtin::JsonParse => params == [Type::Str] && *ret == Type::Json,
+        Builtin::JsonGet => params == [Type::Json, Type::Str] && *ret == Type::Json,
+        Builtin::Toposort => params == [ints()] && *ret == ints(),
     }
 }
 
@@ -383,6 +432,11 @@ impl Host {
         args: &[Value],
         span: Option<SrcSpan>,
     ) -> Result<Value, ExecError> {
+        if self.externs.get(name).is_none()
+            && let Some(b) = standard_extern(name)
+        {
+            return self.call_builtin(b, args, span);
+        }
         let f = self.externs.get(name).ok_or_else(|| {
             ExecError::new(
                 format!("the extern `{name}` is not provided by this host"),

@@ -494,3 +494,30 @@ fn model_failures_stop_with_the_call_site_body() {
     assert_eq!(stack, ["ask", "main"]);
     let _: JsonValue = json!(null);
 }
+
+#[test]
+fn declared_standard_externs_are_checked_and_run() {
+    both(declared_standard_externs_body)
+}
+
+fn declared_standard_externs_body() {
+    let r = run(
+        "extern fn print(value: String) -> ();\nextern fn len(xs: List<i64>) -> i64;\nfn main() -> () { print(to_string(len([1, 2, 3]))) }\n",
+    );
+    assert_eq!(r.output, "3\n");
+    let (declared, _) =
+        module("extern fn print(value: i64) -> ();\nfn main() -> () { print(3) }\n");
+    let err = Externs::default().check(&declared).unwrap_err();
+    assert!(
+        err.contains("not the signature of the standard `print`"),
+        "{err}"
+    );
+    let (unknown, _) = module(
+        "extern fn lookup(key: String) -> String;\nfn main() -> () { print(lookup(\"k\")) }\n",
+    );
+    let err = Externs::default().check(&unknown).unwrap_err();
+    assert!(
+        err.contains("this host provides no extern of that name"),
+        "{err}"
+    );
+}

@@ -1,0 +1,114 @@
+//! Differential testing: random integer programs (arithmetic that may overflow or divide
+//! by zero, comparisons, `if`, loops, calls) give the same result — or the same error —
+//! through the JIT and through the reference evaluator.
+
+use std::sync::Arc;
+
+use codegen_jit::{Evaluator, Externs, Host, Limits, on_big_stack};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum E {
+    Lit(i64),
+    Var(usize),
+    Bin(&'static str, Box<E>, Box<E>),
+    If(Box<E>, Box<E>, Box<E>),
+    Call(Box<E>),
+}
+
+fn show(e: &E) -> String {
+    match e {
+        // `a - a + n` gives the literal the type of `a` (`i64`) wherever it stands: a
+        // literal nothing constrains is an `i32`, and `i64::MAX` does not fit one.
+        E::Lit(n) => format!("(a - a + ({n}))"),
+        E::Var(i) => ["a", "b", "c"][*i].to_owned(),
+        E::Bin(op, l, r) if ["<", "==", ">="].contains(op) => {
+            format!("(if {} {op} {} {{ 1 }} else {{ 0 }})", show(l), show(r))
+        }
+        E::Bin(op, l, r) => format!("({} {op} {})", show(l), show(r)),
+        E::If(c, t, f) => format!(
+            "(if {} > 0 {{ {} }} else {{ {} }})",
+            show(c),
+            show(t),
+            show(f)
+        ),
+        E::Call(x) => format!("g({})", show(x)),
+    }
+}
+
+fn expr() -> impl Strategy<Value = E> {
+    let leaf = prop_oneof![
+        prop_oneof![
+            Just(0i64),
+            Just(1),
+            Just(-1),
+            Just(7),
+            Just(i64::MAX),
+            Just(i64::MIN + 1),
+            -1000i64..1000
+        ]
+        .prop_map(E::Lit),
+        (0usize..3).prop_map(E::Var),
+    ];
+    leaf.prop_recursive(5, 40, 3, |inner| {
+        prop_oneof![
+            (
+                prop_oneof![
+                    Just("+"),
+                    Just("-"),
+                    Just("*"),
+                    Just("/"),
+                    Just("%"),
+                    Just("<"),
+                    Just("=="),
+                    Just(">=")
+                ],
+                inner.clone(),
+                inner.clone()
+            )
+                .prop_map(|(op, l, r)| E::Bin(op, Box::new(l), Box::new(r))),
+            (inner.clone(), inner.clone(), inner.clone()).prop_map(|(c, t, f)| E::If(
+                Box::new(c),
+                Box::new(t),
+                Box::new(f)
+            )),
+            inner.prop_map(|x| E::Call(Box::new(x))),
+        ]
+    })
+}
+
+fn program(e: &E, a: i64, b: i64, c: i64) -> String {
+    format!(
+        "fn g(x: i64) -> i64 {{\n    let s: i64 = 0\n    let i: i64 = 0\n    while i < 3 {{ s = s + x % 5; i += 1 }}\n    s\n}}\nfn f(a: i64, b: i64, c: i64) -> i64 {{ {} }}\nfn main() -> i64 {{ f({a}, {b}, {c}) }}\n",
+        show(e)
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn jit_and_evaluator_agree(e in expr(), a in -50i64..50, b in prop_oneof![Just(0i64), -50i64..50], c in prop_oneof![Just(i64::MAX), -9i64..9]) {
+        let source = program(&e, a, b, c);
+        let mut db = hir::Database::default();
+        let file = db.add_file("diff.sap", source.clone());
+        let errors: Vec<_> = hir::check_file(&db, file).iter().filter(|d| d.is_error()).cloned().collect();
+        prop_assert!(errors.is_empty(), "{source}\n{errors:#?}");
+        let module = Arc::new(lower::lower_workspace(&db).unwrap());
+        let tokio = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let host = Host::new(module.clone(), None, tokio.handle().clone(), Externs::default(), Limits::default());
+        let program = codegen_jit::compile(module).unwrap();
+        let jit = on_big_stack(|| program.run_main(&host));
+        let eval = on_big_stack(|| Evaluator::new(&host).run_main());
+        match (&jit, &eval) {
+            (Ok(x), Ok(y)) => prop_assert_eq!(x, y, "{}", source),
+            (Err(x), Err(y)) => {
+                prop_assert_eq!(&x.message, &y.message, "{}", source);
+                prop_assert_eq!(x.span, y.span, "{}", source);
+                let names = |e: &codegen_jit::ExecError| e.stack.iter().map(|f| f.function.clone()).collect::<Vec<_>>();
+                prop_assert_eq!(names(x), names(y), "{}", source);
+            }
+            _ => prop_assert!(false, "the engines disagree on\n{source}\nJIT: {jit:?}\nevaluator: {eval:?}"),
+        }
+    }
+}
