@@ -460,7 +460,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         for (bi, block) in f.blocks.iter().enumerate() {
             let mut used = Vec::new();
             for inst in &block.insts {
-                operands(&inst.op, &mut used);
+                inst.op.operands(&mut used);
             }
             if let Terminator::Branch(v, _, _) | Terminator::Switch(v, _) | Terminator::Return(v) =
                 &block.term
@@ -1026,7 +1026,7 @@ fn borrowed_loads(
         let mut ops = Vec::new();
         for (j, later) in block.insts.iter().enumerate().skip(i + 1) {
             ops.clear();
-            operands(&later.op, &mut ops);
+            later.op.operands(&mut ops);
             if ops.contains(id) {
                 last_use = Some(j);
             }
@@ -1046,35 +1046,6 @@ fn borrowed_loads(
         }
     }
     borrowed
-}
-
-fn operands(op: &Op, out: &mut Vec<u32>) {
-    match op {
-        Op::Const(_) | Op::Load(_) | Op::ContextNew => {}
-        Op::Store(_, v)
-        | Op::Unary(_, _, v)
-        | Op::PushInPlace(_, v)
-        | Op::Field(v, _)
-        | Op::ContextChild(v)
-        | Op::Arg(v, _)
-        | Op::Arm(v) => out.push(*v),
-        Op::Binary(_, _, a, b) | Op::Index(a, b) => out.extend([*a, *b]),
-        Op::Call(_, args)
-        | Op::CallExtern(_, args)
-        | Op::CallBuiltin(_, args)
-        | Op::List(args)
-        | Op::Struct(_, args) => out.extend(args),
-        Op::Instruct(c, _) => out.push(*c),
-        Op::Inject { ctx, value, .. } => out.extend([*ctx, *value]),
-        Op::Produce { ctx, .. }
-        | Op::Fill { ctx, .. }
-        | Op::Choose { ctx, .. }
-        | Op::Decide { ctx, .. } => out.push(*ctx),
-        Op::ParallelFor { list, captures, .. } => {
-            out.push(*list);
-            out.extend(captures);
-        }
-    }
 }
 
 struct SendPtr(*const u8);

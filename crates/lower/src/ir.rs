@@ -256,6 +256,50 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The values the operation reads, appended to `out`.
+    pub fn operands(&self, out: &mut Vec<ValueId>) {
+        match self {
+            Op::Const(_) | Op::Load(_) | Op::ContextNew => {}
+            Op::Store(_, v)
+            | Op::Unary(_, _, v)
+            | Op::PushInPlace(_, v)
+            | Op::Field(v, _)
+            | Op::ContextChild(v)
+            | Op::Arg(v, _)
+            | Op::Arm(v)
+            | Op::Instruct(v, _) => out.push(*v),
+            Op::Binary(_, _, a, b) | Op::Index(a, b) => out.extend([*a, *b]),
+            Op::Call(_, args)
+            | Op::CallExtern(_, args)
+            | Op::CallBuiltin(_, args)
+            | Op::List(args)
+            | Op::Struct(_, args) => out.extend(args),
+            Op::Inject { ctx, value, .. } => out.extend([*ctx, *value]),
+            Op::Produce { ctx, .. }
+            | Op::Fill { ctx, .. }
+            | Op::Choose { ctx, .. }
+            | Op::Decide { ctx, .. } => out.push(*ctx),
+            Op::ParallelFor { list, captures, .. } => {
+                out.push(*list);
+                out.extend(captures);
+            }
+        }
+    }
+}
+
+impl Terminator {
+    /// The value the terminator reads, if any.
+    pub fn operand(&self) -> Option<ValueId> {
+        match self {
+            Terminator::Branch(v, _, _) | Terminator::Switch(v, _) | Terminator::Return(v) => {
+                Some(*v)
+            }
+            Terminator::Jump(_) | Terminator::Unreachable => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub enum Terminator {
     #[default]

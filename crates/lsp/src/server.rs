@@ -374,18 +374,23 @@ impl Server {
         self.reply(response);
     }
 
-    /// The document and byte offset a position request points at.
-    fn position(&self, params: &JsonValue) -> Result<(&Document, usize), (ErrorCode, String)> {
+    /// The open document a request names.
+    fn document(&self, params: &JsonValue) -> Result<&Document, (ErrorCode, String)> {
         let uri = params
             .pointer("/textDocument/uri")
             .and_then(JsonValue::as_str)
             .unwrap_or("");
-        let doc = self.documents.get(uri).ok_or_else(|| {
+        self.documents.get(uri).ok_or_else(|| {
             (
                 ErrorCode::InvalidParams,
                 format!("the document {uri} is not open"),
             )
-        })?;
+        })
+    }
+
+    /// The document and byte offset a position request points at.
+    fn position(&self, params: &JsonValue) -> Result<(&Document, usize), (ErrorCode, String)> {
+        let doc = self.document(params)?;
         let line = params
             .pointer("/position/line")
             .and_then(JsonValue::as_u64)
@@ -463,16 +468,7 @@ impl Server {
                 Ok(json!({ "isIncomplete": false, "items": items }))
             }
             "textDocument/documentSymbol" => {
-                let uri = params
-                    .pointer("/textDocument/uri")
-                    .and_then(JsonValue::as_str)
-                    .unwrap_or("");
-                let doc = self.documents.get(uri).ok_or_else(|| {
-                    (
-                        ErrorCode::InvalidParams,
-                        format!("the document {uri} is not open"),
-                    )
-                })?;
+                let doc = self.document(params)?;
                 let symbols = ide::document_symbols(&self.db, doc.file);
                 Ok(JsonValue::Array(
                     symbols.iter().map(|s| self.symbol(&doc.text, s)).collect(),
