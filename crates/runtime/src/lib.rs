@@ -11,6 +11,7 @@
 //! Nothing here reads configuration files or the command line: `sapc` builds a
 //! [`Runtime`] from flags, environment and `sap.toml`, and hands it to the program.
 
+pub mod aot;
 pub mod budget;
 pub mod call;
 pub mod context;
