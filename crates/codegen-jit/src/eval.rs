@@ -12,7 +12,7 @@ use lower::ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
 use runtime::value::StructValue;
 use runtime::{Context, TypeDesc, Value};
 
-use crate::host::{ExecError, Host, StackFrame};
+use crate::host::{Engine, ExecError, Host, StackFrame};
 
 /// A value at run time: a sap value, a context, or what an LLM fill or choice returned.
 #[derive(Clone, Debug)]
@@ -99,6 +99,28 @@ pub fn int_op(
             ),
             span,
         )),
+    }
+}
+
+/// The evaluator as seen by builtins that call sap functions (the `aot` executor).
+struct EvalEngine<'e, 'h> {
+    eval: &'e Evaluator<'h>,
+    depth: u32,
+}
+
+impl Engine for EvalEngine<'_, '_> {
+    fn call_function(&self, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError> {
+        let func = &self.eval.host.module.functions[f as usize];
+        let mut values = args.into_iter();
+        let slots = func
+            .params
+            .iter()
+            .map(|p| match p.ty {
+                Type::Context => Slot::Ctx(Context::new()),
+                _ => Slot::Val(values.next().unwrap_or(Value::Unit)),
+            })
+            .collect();
+        Ok(self.eval.call(f, slots, self.depth + 1)?.val().clone())
     }
 }
 
@@ -261,11 +283,13 @@ impl<'h> Evaluator<'h> {
             }
             Op::CallExtern(name, args) => {
                 let args: Vec<Value> = args.iter().map(|a| v(a).clone()).collect();
-                Slot::Val(host.call_extern(name, &args, span)?)
+                let engine = EvalEngine { eval: self, depth };
+                Slot::Val(host.call_extern(name, &args, span, &engine)?)
             }
             Op::CallBuiltin(b, args) => {
                 let args: Vec<Value> = args.iter().map(|a| v(a).clone()).collect();
-                Slot::Val(host.call_builtin(*b, &args, span)?)
+                let engine = EvalEngine { eval: self, depth };
+                Slot::Val(host.call_builtin(*b, &args, span, &engine)?)
             }
             Op::PushInPlace(l, x) => {
                 let item = v(x).clone();

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
-use lower::ir::{self, Builtin, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use lower::ir::{self, Builtin, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use runtime::aot::{self, ToolSig};
 use runtime::schema::ArmDesc;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
@@ -23,6 +24,19 @@ pub type SignatureCheck = Arc<dyn Fn(&[Type], &Type) -> bool + Send + Sync>;
 
 /// `i64::checked_add` and its kin.
 type CheckedOp = fn(i64, i64) -> Option<i64>;
+
+/// How a builtin calls back into the engine running the program: the `aot` executor
+/// runs sap functions offered as tools. Context parameters get a new, empty context.
+pub trait Engine: Sync {
+    fn call_function(&self, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError>;
+}
+
+/// What a `Tool` value names.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ToolTarget {
+    Function(FuncId),
+    Extern,
+}
 
 /// Extern functions the host provides, by name.
 #[derive(Clone, Default)]
@@ -143,6 +157,12 @@ pub fn standard_extern(name: &str) -> Option<Builtin> {
         "json_parse" => Builtin::JsonParse,
         "json_get" => Builtin::JsonGet,
         "toposort" => Builtin::Toposort,
+        "to_json" => Builtin::ToJson,
+        "tool_signatures" => Builtin::ToolSignatures,
+        "aot_check" => Builtin::AotCheck,
+        "aot_execute" => Builtin::AotExecute,
+        "aot_dot" => Builtin::AotDot,
+        "aot_mermaid" => Builtin::AotMermaid,
         _ => return None,
     })
 }
@@ -150,6 +170,7 @@ pub fn standard_extern(name: &str) -> Option<Builtin> {
 /// Whether a declaration matches a standard extern; type parameters match any type.
 fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
     let ints = || Type::List(Box::new(Type::List(Box::new(Type::I64))));
+    let tools = || Type::List(Box::new(Type::Tool));
     match b {
         Builtin::Print => params == [Type::Str] && *ret == Type::Unit,
         Builtin::Input => params.is_empty() && *ret == Type::Str,
@@ -161,6 +182,13 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         Builtin::JsonParse => params == [Type::Str] && *ret == Type::Json,
         Builtin::JsonGet => params == [Type::Json, Type::Str] && *ret == Type::Json,
         Builtin::Toposort => params == [ints()] && *ret == ints(),
+        Builtin::ToJson => params.len() == 1 && *ret == Type::Json,
+        Builtin::ToolSignatures => params == [tools()] && *ret == Type::Str,
+        Builtin::AotCheck => {
+            params == [Type::Json, tools()] && *ret == Type::List(Box::new(Type::Str))
+        }
+        Builtin::AotExecute => params == [Type::Json, tools(), Type::I64] && *ret == Type::Json,
+        Builtin::AotDot | Builtin::AotMermaid => params == [Type::Json] && *ret == Type::Str,
     }
 }
 
@@ -354,6 +382,92 @@ impl Host {
             .collect()
     }
 
+    /// The signature a tool is offered with (its `Context` parameter, if any, left out)
+    /// and what it runs: a sap function of the module, or an extern.
+    fn tool(&self, name: &str) -> Result<(ToolSig, ToolTarget), String> {
+        let m = &self.module;
+        if let Some((id, f)) = m.functions.iter().enumerate().find(|(_, f)| f.name == name) {
+            let params: Vec<ir::Param> = f
+                .params
+                .iter()
+                .filter(|p| p.ty != Type::Context)
+                .cloned()
+                .collect();
+            let sig = ToolSig {
+                name: name.to_owned(),
+                doc: f.doc.clone(),
+                params: self.params(&params),
+                ret: self.desc(&f.ret),
+                compensate: None,
+            };
+            return Ok((sig, ToolTarget::Function(id as FuncId)));
+        }
+        if let Some(e) = m.externs.iter().find(|e| e.name == name) {
+            let sig = ToolSig {
+                name: name.to_owned(),
+                doc: None,
+                params: self.params(&e.params),
+                ret: self.desc(&e.ret),
+                compensate: None,
+            };
+            return Ok((sig, ToolTarget::Extern));
+        }
+        Err(format!(
+            "`{name}` is not a function or extern of this program"
+        ))
+    }
+
+    fn tools(&self, list: &[Value]) -> Result<Vec<(ToolSig, ToolTarget)>, String> {
+        list.iter()
+            .map(|v| match v {
+                Value::Tool(name) => self.tool(name),
+                other => Err(format!("{} is not a tool", display(other))),
+            })
+            .collect()
+    }
+
+    /// Runs an Atom-of-Thought plan, calling the tools through `engine`.
+    fn run_plan(
+        &self,
+        plan: &serde_json::Value,
+        tools: &[Value],
+        retries: i64,
+        engine: &dyn Engine,
+        span: Option<SrcSpan>,
+    ) -> Result<Value, ExecError> {
+        let err = |m: String| ExecError::new(m, span);
+        let tools = self.tools(tools).map_err(err)?;
+        let sigs: Vec<ToolSig> = tools.iter().map(|(s, _)| s.clone()).collect();
+        let plan = aot::check(plan, &sigs).map_err(|errors| {
+            let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+            err(format!("the plan is invalid:\n{}", lines.join("\n")))
+        })?;
+        let call = |sig: &ToolSig, args: Vec<Value>| -> aot::ToolResult {
+            let target = tools
+                .iter()
+                .find(|(s, _)| s.name == sig.name)
+                .map(|(_, t)| *t)
+                .ok_or_else(|| format!("`{}` is not offered", sig.name))?;
+            match target {
+                ToolTarget::Extern => self.call_extern(&sig.name, &args, span, engine),
+                ToolTarget::Function(f) => engine.call_function(f, args),
+            }
+            .map_err(|e| {
+                let prefix = format!("`{}` failed: ", sig.name);
+                e.message
+                    .strip_prefix(&prefix)
+                    .unwrap_or(&e.message)
+                    .to_owned()
+            })
+        };
+        let options = aot::ExecOptions {
+            retries: u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
+            parallel: true,
+        };
+        let run = aot::execute(&plan, &sigs, &call, &options).map_err(|f| err(f.to_string()))?;
+        Ok(Value::Json(Arc::new(run.answer)))
+    }
+
     /// Blocks on an LLM call. Engines run on plain threads, never on a tokio worker.
     fn block<T>(
         &self,
@@ -431,11 +545,12 @@ impl Host {
         name: &str,
         args: &[Value],
         span: Option<SrcSpan>,
+        engine: &dyn Engine,
     ) -> Result<Value, ExecError> {
         if self.externs.get(name).is_none()
             && let Some(b) = standard_extern(name)
         {
-            return self.call_builtin(b, args, span);
+            return self.call_builtin(b, args, span, engine);
         }
         let f = self.externs.get(name).ok_or_else(|| {
             ExecError::new(
@@ -451,6 +566,7 @@ impl Host {
         b: Builtin,
         args: &[Value],
         span: Option<SrcSpan>,
+        engine: &dyn Engine,
     ) -> Result<Value, ExecError> {
         let err = |m: String| ExecError::new(m, span);
         match (b, args) {
@@ -512,6 +628,52 @@ impl Host {
                     layers.into_iter().map(list).collect(),
                 )))
             }
+            (Builtin::ToJson, [v]) => Ok(Value::Json(Arc::new(v.to_json()))),
+            (Builtin::ToolSignatures, [Value::List(list)]) => {
+                let tools = self.tools(list).map_err(err)?;
+                let shown: Vec<serde_json::Value> = tools
+                    .iter()
+                    .map(|(t, _)| {
+                        let params: serde_json::Map<String, serde_json::Value> = t
+                            .params
+                            .iter()
+                            .map(|p| (p.name.clone(), runtime::schema::schema_of(&p.ty)))
+                            .collect();
+                        let mut o = serde_json::Map::new();
+                        o.insert("name".into(), t.name.clone().into());
+                        if let Some(doc) = &t.doc {
+                            o.insert("description".into(), doc.clone().into());
+                        }
+                        o.insert("parameters".into(), params.into());
+                        o.insert("returns".into(), t.ret.to_string().into());
+                        serde_json::Value::Object(o)
+                    })
+                    .collect();
+                Ok(Value::str(&serde_json::Value::Array(shown).to_string()))
+            }
+            (Builtin::AotCheck, [Value::Json(plan), Value::List(list)]) => {
+                let tools = self.tools(list).map_err(err)?;
+                let sigs: Vec<ToolSig> = tools.into_iter().map(|(s, _)| s).collect();
+                let errors = match aot::check(plan, &sigs) {
+                    Ok(_) => Vec::new(),
+                    Err(errors) => errors.iter().map(|e| Value::str(&e.to_string())).collect(),
+                };
+                Ok(Value::List(Arc::new(errors)))
+            }
+            (Builtin::AotExecute, [Value::Json(plan), Value::List(list), Value::Int(retries)]) => {
+                self.run_plan(plan, list, *retries, engine, span)
+            }
+            (Builtin::AotDot | Builtin::AotMermaid, [Value::Json(plan)]) => {
+                let plan = aot::parse(plan).map_err(|errors| {
+                    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                    err(format!("not a plan: {}", lines.join("; ")))
+                })?;
+                Ok(Value::str(&if b == Builtin::AotDot {
+                    aot::to_dot(&plan)
+                } else {
+                    aot::to_mermaid(&plan)
+                }))
+            }
             (b, args) => Err(err(format!(
                 "internal: {b:?} called with {} arguments of the wrong kinds",
                 args.len()
@@ -565,24 +727,52 @@ fn type_descs(module: &Module) -> Vec<TypeDesc> {
             })),
         })
         .collect();
-    for (i, t) in module.types.iter().enumerate() {
-        if let TypeDef::Struct { name, doc, fields } = t {
-            let fields = fields
-                .iter()
-                .map(|f| FieldDesc {
-                    name: f.name.clone(),
-                    doc: f.doc.clone(),
-                    ty: desc_of(&out, &f.ty),
-                })
-                .collect();
-            out[i] = TypeDesc::Struct(Arc::new(StructDesc {
-                name: name.clone(),
-                doc: doc.clone(),
-                fields,
-            }));
-        }
+    // Then each struct's fields, the structs it contains first, so a field's description
+    // is complete when it is copied in (a type that contains itself keeps the name-only
+    // description where it recurs).
+    let mut state = vec![0u8; module.types.len()];
+    for i in 0..module.types.len() {
+        complete_struct(module, i, &mut out, &mut state);
     }
     out
+}
+
+fn complete_struct(module: &Module, i: usize, out: &mut [TypeDesc], state: &mut [u8]) {
+    let TypeDef::Struct { name, doc, fields } = &module.types[i] else {
+        return;
+    };
+    if state[i] != 0 {
+        return;
+    }
+    state[i] = 1;
+    fn structs_in(t: &Type, found: &mut Vec<usize>) {
+        match t {
+            Type::Struct(id) => found.push(*id as usize),
+            Type::List(inner) | Type::Option(inner) => structs_in(inner, found),
+            _ => {}
+        }
+    }
+    let mut inner = Vec::new();
+    fields.iter().for_each(|f| structs_in(&f.ty, &mut inner));
+    for j in inner {
+        if j < out.len() {
+            complete_struct(module, j, out, state);
+        }
+    }
+    let fields = fields
+        .iter()
+        .map(|f| FieldDesc {
+            name: f.name.clone(),
+            doc: f.doc.clone(),
+            ty: desc_of(out, &f.ty),
+        })
+        .collect();
+    out[i] = TypeDesc::Struct(Arc::new(StructDesc {
+        name: name.clone(),
+        doc: doc.clone(),
+        fields,
+    }));
+    state[i] = 2;
 }
 
 fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {

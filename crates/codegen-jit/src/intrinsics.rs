@@ -307,9 +307,16 @@ pub unsafe extern "C" fn sap_call_host(
             .zip(raw)
             .map(|(t, r)| to_value(host, t, *r))
             .collect();
+        let engine = crate::jit::JitEngine {
+            // SAFETY: the program outlives every run of its code.
+            program: unsafe { &*env.program },
+            host,
+            depth: env.depth,
+            max_iterations: env.max_iterations.saturating_sub(env.iterations),
+        };
         let result = match desc.builtin {
-            Some(b) => host.call_builtin(b, &values, desc.span)?,
-            None => host.call_extern(&desc.name, &values, desc.span)?,
+            Some(b) => host.call_builtin(b, &values, desc.span, &engine)?,
+            None => host.call_extern(&desc.name, &values, desc.span, &engine)?,
         };
         Ok(from_value(&desc.ret, result))
     })

@@ -26,7 +26,7 @@ use lower::ir::{BinOp, Const, FuncId, Function, Module, Op, SrcSpan, Terminator,
 use runtime::{Context, Value};
 
 use crate::eval::Slot;
-use crate::host::{ExecError, Host};
+use crate::host::{Engine, ExecError, Host};
 use crate::intrinsics::*;
 
 const I64: ir::Type = types::I64;
@@ -1046,6 +1046,51 @@ fn borrowed_loads(
         }
     }
     borrowed
+}
+
+/// The JIT as seen by builtins that call sap functions (the `aot` executor): each call
+/// runs on its own `Env`, under the caller's depth and remaining iteration budget.
+pub(crate) struct JitEngine<'a> {
+    pub program: &'a JitProgram,
+    pub host: &'a Host,
+    pub depth: u64,
+    pub max_iterations: u64,
+}
+
+impl Engine for JitEngine<'_> {
+    fn call_function(&self, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError> {
+        let func = &self.program.ir.functions[f as usize];
+        let mut values = args.into_iter();
+        let raw: Vec<i64> = func
+            .params
+            .iter()
+            .map(|p| match &p.ty {
+                Type::Context => new_obj(Slot::Ctx(Context::new())),
+                t => from_value(t, values.next().unwrap_or(Value::Unit)),
+            })
+            .collect();
+        let mut env = Env::new(self.host, self.program);
+        env.depth = self.depth;
+        env.max_iterations = self.max_iterations;
+        // SAFETY: the trampoline reads one argument per parameter, which `raw` holds.
+        let out = unsafe { self.program.trampoline(f)(&mut env, raw.as_ptr()) };
+        for (p, a) in func.params.iter().zip(raw) {
+            if p.ty.is_heap() {
+                sap_release(a);
+            }
+        }
+        if env.failed != 0 {
+            return Err(env
+                .error
+                .take()
+                .unwrap_or_else(|| ExecError::new("a tool failed", Some(func.span))));
+        }
+        let value = to_value(self.host, &func.ret, out);
+        if func.ret.is_heap() {
+            sap_release(out);
+        }
+        Ok(value)
+    }
 }
 
 struct SendPtr(*const u8);

@@ -27,6 +27,7 @@ impl std::io::Write for Output {
 
 fn module(source: &str) -> (Arc<lower::ir::Module>, String) {
     let mut db = hir::Database::default();
+    db.add_prelude();
     let file = db.add_file("test.sap", source);
     let errors: Vec<_> = hir::check_file(&db, file)
         .iter()
@@ -80,6 +81,11 @@ fn run_with_model(
     .unwrap();
     let runtime = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
     let output = Output::default();
+    let sources: Vec<Option<String>> = module
+        .files
+        .iter()
+        .map(|f| (f == "test.sap").then(|| text.clone()))
+        .collect();
     let host = Host::new(
         module,
         Some(runtime),
@@ -88,7 +94,7 @@ fn run_with_model(
         limits,
     )
     .with_output(Box::new(output.clone()))
-    .with_sources(vec![Some(text)]);
+    .with_sources(sources);
     let result = match engine() {
         Engine::Evaluator => on_big_stack(|| Evaluator::new(&host).run_main()),
         Engine::Jit => {
@@ -519,5 +525,99 @@ fn declared_standard_externs_body() {
     assert!(
         err.contains("this host provides no extern of that name"),
         "{err}"
+    );
+}
+
+#[test]
+fn aot_plans_run_sap_functions_as_tools() {
+    both(aot_plans_run_sap_functions_as_tools_body)
+}
+
+fn aot_plans_run_sap_functions_as_tools_body() {
+    let source = r#"
+use aot
+
+/// The n-th Fibonacci number.
+fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }
+/// Greets someone (tools may take a context; they get a new, empty one).
+fn greet(ctx: Context, name: String) -> String { "Hello, " + name }
+struct P { x: i64, y: i64 }
+fn norm1(p: P) -> i64 { p.x + p.y }
+fn div(a: i64, b: i64) -> i64 { a / b }
+
+fn main() -> () {
+    let tools = [fib, greet, norm1, div]
+    let plan = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"fib\", \"input\": {\"n\": 20}}, {\"id\": 2, \"kind\": \"tool\", \"name\": \"norm1\", \"input\": {\"p\": {\"x\": \"<result_of_1>\", \"y\": 5}}}, {\"id\": 3, \"kind\": \"tool\", \"name\": \"greet\", \"input\": {\"name\": \"sap\"}}, {\"id\": 4, \"kind\": \"final\", \"dependsOn\": [2, 3]}]}")
+    print(to_string(aot_check(plan, tools)))
+    print(to_string(aot::execute(plan, tools)))
+    let bad = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"fib\", \"input\": {\"n\": \"x\"}}, {\"id\": 1, \"kind\": \"tool\", \"name\": \"nope\"}]}")
+    print(to_string(aot_check(bad, tools)))
+    let failing = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"fib\", \"input\": {\"n\": 0}}, {\"id\": 2, \"kind\": \"tool\", \"name\": \"div\", \"input\": {\"a\": 6, \"b\": \"<result_of_1>\"}}]}")
+    print(to_string(aot::execute(failing, tools)))
+}
+"#;
+    let r = run(source);
+    assert_eq!(
+        r.output,
+        "[]\n[6770,\"Hello, sap\"]\n[\"atom 1: argument `n` of `fib` must be a i64: expected an integer, found a string\",\"atom 1: duplicate atom id\",\"atom 1: unknown tool `nope` (the tools are: fib, greet, norm1, div)\"]\n"
+    );
+    let e = r.result.unwrap_err();
+    assert_eq!(e.message, "atom 2 (`div`) failed: division by zero: 6 / 0");
+    let stack: Vec<&str> = e.stack.iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(stack, ["execute", "main"]);
+}
+
+#[test]
+fn aot_solve_replans_with_the_defects() {
+    both(aot_solve_replans_with_the_defects_body)
+}
+
+fn aot_solve_replans_with_the_defects_body() {
+    let source = r#"
+use aot
+
+fn main(ctx: Context) -> () {
+    print(to_string(aot::solve(ctx, "(15 + 7) * 3", [add, multiply])))
+}
+
+extern fn add(a: i64, b: i64) -> i64;
+extern fn multiply(a: i64, b: i64) -> i64;
+"#;
+    let invalid = json!({"atoms": [
+        {"id": 1, "kind": "tool", "name": "sum", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": []},
+        {"id": 2, "kind": "final", "name": "report", "input": "{}", "dependsOn": [1]}
+    ]});
+    let valid = json!({"atoms": [
+        {"id": 1, "kind": "tool", "name": "add", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": []},
+        {"id": 2, "kind": "tool", "name": "multiply", "input": "{\"a\": \"<result_of_1>\", \"b\": 3}", "dependsOn": [1]},
+        {"id": 3, "kind": "final", "name": "report", "input": "{}", "dependsOn": [2]}
+    ]});
+    let r = run_with_model(source, Limits::default(), move |i, _| {
+        if i == 0 {
+            invalid.to_string()
+        } else {
+            valid.to_string()
+        }
+    });
+    assert_eq!(r.result, Ok(Value::Unit));
+    assert_eq!(r.output, "66\n");
+    assert_eq!(r.requests.len(), 2, "one rejected plan, one valid plan");
+    let first = user_text(&r.requests[0]);
+    assert!(
+        first.contains("\"name\":\"add\""),
+        "the tools are shown: {first}"
+    );
+    assert!(!first.contains("rejected"));
+    let second = user_text(&r.requests[1]);
+    assert!(second.contains("This plan was rejected:"), "{second}");
+    assert!(
+        second.contains("atom 1: unknown tool `sum` (the tools are: add, multiply)"),
+        "{second}"
+    );
+    // The plan's schema describes the atoms' fields (nested struct in a list).
+    let schema = r.requests[0].json()["response_format"]["json_schema"]["schema"].clone();
+    assert_eq!(
+        schema["properties"]["atoms"]["items"]["required"],
+        json!(["id", "kind", "name", "input", "dependsOn"])
     );
 }

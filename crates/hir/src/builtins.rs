@@ -15,6 +15,12 @@ pub enum Builtin {
     JsonParse,
     JsonGet,
     Toposort,
+    ToJson,
+    ToolSignatures,
+    AotCheck,
+    AotExecute,
+    AotDot,
+    AotMermaid,
 }
 
 const ALL: &[(&str, Builtin)] = &[
@@ -28,6 +34,12 @@ const ALL: &[(&str, Builtin)] = &[
     ("json_parse", Builtin::JsonParse),
     ("json_get", Builtin::JsonGet),
     ("toposort", Builtin::Toposort),
+    ("to_json", Builtin::ToJson),
+    ("tool_signatures", Builtin::ToolSignatures),
+    ("aot_check", Builtin::AotCheck),
+    ("aot_execute", Builtin::AotExecute),
+    ("aot_dot", Builtin::AotDot),
+    ("aot_mermaid", Builtin::AotMermaid),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -56,6 +68,7 @@ impl Builtin {
 
     pub fn signature<'db>(self) -> BuiltinSig<'db> {
         let t = || Ty::Param(0);
+        let tools = || Ty::List(Box::new(Ty::Tool));
         let (params, ret, generics) = match self {
             Builtin::Print => (vec![("value", Ty::String)], Ty::Unit, 0),
             Builtin::Input => (vec![], Ty::String, 0),
@@ -81,6 +94,22 @@ impl Builtin {
                 let deps = Ty::List(Box::new(Ty::List(Box::new(Ty::I64))));
                 (vec![("deps", deps.clone())], deps, 0)
             }
+            Builtin::ToJson => (vec![("value", t())], Ty::Json, 1),
+            // The signatures of tools as JSON text: what a planner is shown.
+            Builtin::ToolSignatures => (vec![("tools", tools())], Ty::String, 0),
+            // The defects of an Atom-of-Thought plan against the tools, one line each.
+            Builtin::AotCheck => (
+                vec![("plan", Ty::Json), ("tools", tools())],
+                Ty::List(Box::new(Ty::String)),
+                0,
+            ),
+            // Runs a plan; the final atom's report.
+            Builtin::AotExecute => (
+                vec![("plan", Ty::Json), ("tools", tools()), ("retries", Ty::I64)],
+                Ty::Json,
+                0,
+            ),
+            Builtin::AotDot | Builtin::AotMermaid => (vec![("plan", Ty::Json)], Ty::String, 0),
         };
         BuiltinSig {
             params,

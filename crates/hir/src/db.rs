@@ -56,6 +56,15 @@ impl Database {
         file
     }
 
+    /// Adds the prelude modules (`aot`, …) that ship with the compiler; a program's own
+    /// module of the same name, added later, takes precedence.
+    pub fn add_prelude(&mut self) -> Vec<SourceFile> {
+        crate::PRELUDE
+            .iter()
+            .map(|(name, text)| self.add_file(format!("<prelude>/{name}.sap"), *text))
+            .collect()
+    }
+
     /// Replaces the text of a file.
     pub fn set_text(&mut self, file: SourceFile, text: impl Into<String>) {
         file.set_text(self).to(text.into());

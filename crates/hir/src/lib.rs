@@ -25,6 +25,9 @@ pub use effects::{FnKind, fn_kind, function_kinds};
 pub use items::{Item, ItemKind, SourceFile, Workspace, file_items};
 pub use ty::Ty;
 
+/// The prelude modules, by name, as sap source: they ship inside the compiler.
+pub const PRELUDE: &[(&str, &str)] = &[("aot", include_str!("../prelude/aot.sap"))];
+
 use syntax::Diagnostic;
 
 /// What the analyses need from a database. Tracked functions take `&dyn Db`.

@@ -78,6 +78,7 @@ fn fixtures() {
 fn examples_have_no_errors() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut db = hir::Database::default();
+    db.add_prelude();
     let files: Vec<_> = testgen::fixtures::sap_files(&dir)
         .into_iter()
         .map(|p| {
@@ -93,5 +94,21 @@ fn examples_have_no_errors() {
             .cloned()
             .collect();
         assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+    }
+}
+
+/// The prelude modules check with no diagnostics at all, and each is usable.
+#[test]
+fn the_prelude_checks_cleanly() {
+    let mut db = hir::Database::default();
+    let files = db.add_prelude();
+    assert_eq!(files.len(), hir::PRELUDE.len());
+    for file in files {
+        let diagnostics = hir::check_file(&db, file);
+        assert!(
+            diagnostics.is_empty(),
+            "{}: {diagnostics:#?}",
+            file.path(&db)
+        );
     }
 }

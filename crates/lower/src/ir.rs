@@ -186,6 +186,12 @@ pub enum Builtin {
     JsonParse,
     JsonGet,
     Toposort,
+    ToJson,
+    ToolSignatures,
+    AotCheck,
+    AotExecute,
+    AotDot,
+    AotMermaid,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -254,6 +260,54 @@ pub enum Op {
         body: FuncId,
         captures: Vec<ValueId>,
     },
+}
+
+impl Module {
+    /// Whether running `main` can reach an LLM call site: through calls, `parallel for`
+    /// bodies, and functions passed as tools (the `aot` executor calls them). A module
+    /// without `main` is judged by all its functions. The prelude's model-calling
+    /// functions do not count unless the program uses them.
+    pub fn calls_model(&self) -> bool {
+        let mut seen = vec![false; self.functions.len()];
+        let mut todo: Vec<FuncId> = match self.main {
+            Some(main) => vec![main],
+            None => (0..self.functions.len() as FuncId).collect(),
+        };
+        while let Some(f) = todo.pop() {
+            let Some(slot) = seen.get_mut(f as usize) else {
+                continue;
+            };
+            if std::mem::replace(slot, true) {
+                continue;
+            }
+            for inst in self.functions[f as usize]
+                .blocks
+                .iter()
+                .flat_map(|b| &b.insts)
+            {
+                match &inst.op {
+                    Op::Produce { .. }
+                    | Op::Fill { .. }
+                    | Op::Choose { .. }
+                    | Op::Decide { .. } => {
+                        return true;
+                    }
+                    Op::Call(callee, _) | Op::ParallelFor { body: callee, .. } => {
+                        todo.push(*callee)
+                    }
+                    Op::Const(Const::Tool(name)) => todo.extend(
+                        self.functions
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, g)| &g.name == name)
+                            .map(|(i, _)| i as FuncId),
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        false
+    }
 }
 
 impl Op {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 fn lower_file(path: &Path) -> lower::ir::Module {
     let mut db = hir::Database::default();
+    db.add_prelude();
     db.add_file(
         path.display().to_string(),
         std::fs::read_to_string(path).unwrap(),

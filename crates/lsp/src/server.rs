@@ -110,6 +110,7 @@ fn collect_sap_files(dir: &Path, out: &mut Vec<PathBuf>) {
 impl Server {
     pub fn new(sender: Sender<Message>, encoding: Encoding, roots: &[PathBuf]) -> Server {
         let mut db = Database::default();
+        db.add_prelude();
         let mut on_disk = HashMap::new();
         let mut files = Vec::new();
         for root in roots {
@@ -434,6 +435,11 @@ impl Server {
             "textDocument/definition" => {
                 let (doc, offset) = self.position(params)?;
                 Ok(match ide::definition(&self.db, doc.file, offset as u32) {
+                    // The prelude ships inside the compiler: there is no file to open
+                    // (hover shows its documentation).
+                    Some(location) if location.file.path(&self.db).starts_with("<prelude>/") => {
+                        JsonValue::Null
+                    }
                     Some(location) => self.location(&location),
                     None => JsonValue::Null,
                 })

@@ -784,16 +784,22 @@ pub fn execute(
             .collect();
         let outcomes: Vec<_> = if options.parallel && tool_atoms.len() > 1 {
             std::thread::scope(|s| {
+                // Tools may be compiled sap code that recurses: give each a big stack.
                 let handles: Vec<_> = tool_atoms
                     .iter()
-                    .map(|&i| s.spawn(move || run_one(i)))
+                    .map(|&i| {
+                        std::thread::Builder::new()
+                            .stack_size(64 << 20)
+                            .spawn_scoped(s, move || run_one(i))
+                    })
                     .collect();
                 handles
                     .into_iter()
                     .zip(&tool_atoms)
                     .map(|(h, &i)| {
-                        h.join()
-                            .unwrap_or_else(|_| (i, Err(("the tool panicked".to_owned(), 1))))
+                        h.map_err(|e| format!("cannot start a thread: {e}"))
+                            .and_then(|h| h.join().map_err(|_| "the tool panicked".to_owned()))
+                            .unwrap_or_else(|e| (i, Err((e, 1))))
                     })
                     .collect()
             })

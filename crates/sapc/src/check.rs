@@ -36,6 +36,7 @@ pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
         }
     }
     let mut db = hir::Database::default();
+    db.add_prelude();
     let handles: Vec<Option<hir::SourceFile>> = sources
         .iter()
         .map(|s| {

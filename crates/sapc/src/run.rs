@@ -256,7 +256,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .unwrap_or(Limits::default().concurrency)
             .max(1),
     };
-    let calls_model = !module.sites.is_empty();
+    let calls_model = module.calls_model();
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -283,6 +283,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     } else {
         None
     };
+    let texts = file_texts(&module, &source);
     let host = Host::new(
         module,
         runtime.clone(),
@@ -290,7 +291,12 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         externs,
         limits,
     )
-    .with_sources(vec![Some(source.text.clone())]);
+    .with_sources(
+        texts
+            .iter()
+            .map(|t| t.as_ref().map(|(_, text)| text.clone()))
+            .collect(),
+    );
     let result = match args.engine.as_str() {
         "eval" => on_big_stack(|| Evaluator::new(&host).run_main()),
         "jit" => {
@@ -332,7 +338,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             Ok(exit::OK)
         }
         Err(e) => {
-            eprintln!("{}", render_error(&source, &e));
+            eprintln!("{}", render_error(&texts, &e));
             Ok(exit::ERRORS)
         }
     }
@@ -342,6 +348,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
 /// gives the exit status instead of a module.
 pub fn compile(source: &SourceText) -> Result<Result<lower::ir::Module, u8>, String> {
     let mut db = hir::Database::default();
+    db.add_prelude();
     let file = db.add_file(source.name.clone(), source.text.clone());
     let diagnostics = hir::check_file(&db, file).clone();
     if diagnostics.iter().any(|d| d.is_error()) {
@@ -388,17 +395,40 @@ pub fn build(file: &Path) -> u8 {
     }
 }
 
+/// The name and text of each file of the module, by its index: the program's own file
+/// and the prelude modules it uses.
+fn file_texts(module: &lower::ir::Module, source: &SourceText) -> Vec<Option<(String, String)>> {
+    module
+        .files
+        .iter()
+        .map(|name| {
+            if *name == source.name {
+                return Some((name.clone(), source.text.clone()));
+            }
+            let module_name = name.strip_prefix("<prelude>/")?.strip_suffix(".sap")?;
+            hir::PRELUDE
+                .iter()
+                .find(|(n, _)| *n == module_name)
+                .map(|(_, text)| (name.clone(), (*text).to_owned()))
+        })
+        .collect()
+}
+
 /// A runtime error as a diagnostic at its span, with the sap call stack.
-fn render_error(source: &SourceText, e: &ExecError) -> String {
-    let position = |start: u32| {
-        let lc = source.lines.line_col(&source.text, start);
-        format!("{}:{}:{}", source.name, lc.line + 1, lc.col + 1)
+fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
+    let file = |i: u32| files.get(i as usize).and_then(Option::as_ref);
+    let position = |span: lower::ir::SrcSpan| match file(span.file) {
+        Some((name, text)) => {
+            let lc = syntax::LineIndex::new(text).line_col(text, span.start);
+            format!("{name}:{}:{}", lc.line + 1, lc.col + 1)
+        }
+        None => "an unknown place".to_owned(),
     };
     let mut stack = String::new();
     for frame in &e.stack {
         stack.push_str(&format!("\n    in `{}`", frame.function));
         if let Some(span) = frame.span {
-            stack.push_str(&format!(" at {}", position(span.start)));
+            stack.push_str(&format!(" at {}", position(span)));
         }
     }
     let mut help = format!("sap call stack (innermost first):{stack}");
@@ -406,13 +436,25 @@ fn render_error(source: &SourceText, e: &ExecError) -> String {
         let shown: String = answer.chars().take(300).collect();
         help.push_str(&format!("\nthe model's last answer: {shown}"));
     }
+    let (name, text) = e
+        .span
+        .and_then(|s| file(s.file))
+        .or_else(|| {
+            files
+                .iter()
+                .flatten()
+                .find(|(n, _)| !n.starts_with("<prelude>/"))
+        })
+        .cloned()
+        .unwrap_or_default();
     let report = RunReport {
         message: e.message.clone(),
         span: e
             .span
+            .filter(|s| file(s.file).is_some())
             .map(|s| (s.start as usize, (s.end - s.start) as usize)),
         help,
-        source: NamedSource::new(&source.name, source.text.clone()),
+        source: NamedSource::new(name, text),
     };
     let theme = if std::env::var_os("NO_COLOR").is_none()
         && std::io::IsTerminal::is_terminal(&std::io::stderr())

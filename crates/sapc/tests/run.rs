@@ -43,6 +43,12 @@ const EXPECTED: &[(&str, &str)] = &[
         "sub_agents",
         "Structured agents are programs that call the model at explicit points.\n",
     ),
+    (
+        "aot_calculator",
+        "flowchart LR\n  a1[\"1: add(a=15, b=7)\"]\n  a2[\"2: multiply(a=@1, b=3)\"]\n  \
+         a3[\"3: subtract(a=@2, b=10)\"]\n  a4((\"4: report()\"))\n  a1 --> a2\n  a2 --> a3\n  \
+         a3 --> a4\n\nanswer: 56\n",
+    ),
 ];
 
 /// The scripted model for one example: answers by schema name, in order for repeated
@@ -149,6 +155,24 @@ fn base_script() -> HashMap<&'static str, Vec<Value>> {
         (
             "analysis_agent_result",
             vec![json!({ "value": "Agents as programs make runs repeatable." })],
+        ),
+        (
+            // The first plan uses a tool that is not offered and a result it does not
+            // depend on; the second, written after seeing those defects, is valid.
+            "write_plan_result",
+            vec![
+                json!({ "atoms": [
+                    { "id": 1, "kind": "tool", "name": "sum", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": [] },
+                    { "id": 2, "kind": "tool", "name": "multiply", "input": "{\"a\": \"<result_of_1>\", \"b\": 3}", "dependsOn": [] },
+                    { "id": 3, "kind": "final", "name": "report", "input": "{}", "dependsOn": [2] }
+                ] }),
+                json!({ "atoms": [
+                    { "id": 1, "kind": "tool", "name": "add", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": [] },
+                    { "id": 2, "kind": "tool", "name": "multiply", "input": "{\"a\": \"<result_of_1>\", \"b\": 3}", "dependsOn": [1] },
+                    { "id": 3, "kind": "tool", "name": "subtract", "input": "{\"a\": \"<result_of_2>\", \"b\": 10}", "dependsOn": [2] },
+                    { "id": 4, "kind": "final", "name": "report", "input": "{}", "dependsOn": [3] }
+                ] }),
+            ],
         ),
         (
             "research_agent_result",
