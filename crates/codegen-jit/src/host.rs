@@ -163,6 +163,16 @@ pub fn standard_extern(name: &str) -> Option<Builtin> {
         "aot_execute" => Builtin::AotExecute,
         "aot_dot" => Builtin::AotDot,
         "aot_mermaid" => Builtin::AotMermaid,
+        "json_has" => Builtin::JsonHas,
+        "json_len" => Builtin::JsonLen,
+        "json_keys" => Builtin::JsonKeys,
+        "json_items" => Builtin::JsonItems,
+        "lines" => Builtin::Lines,
+        "truncate" => Builtin::Truncate,
+        "trace" => Builtin::Trace,
+        "clock_ms" => Builtin::ClockMs,
+        "json_int" => Builtin::JsonInt,
+        "json_str" => Builtin::JsonStr,
         _ => return None,
     })
 }
@@ -189,6 +199,16 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         }
         Builtin::AotExecute => params == [Type::Json, tools(), Type::I64] && *ret == Type::Json,
         Builtin::AotDot | Builtin::AotMermaid => params == [Type::Json] && *ret == Type::Str,
+        Builtin::JsonHas => params == [Type::Json, Type::Str] && *ret == Type::Bool,
+        Builtin::JsonLen => params == [Type::Json] && *ret == Type::I64,
+        Builtin::JsonKeys => params == [Type::Json] && *ret == Type::List(Box::new(Type::Str)),
+        Builtin::JsonItems => params == [Type::Json] && *ret == Type::List(Box::new(Type::Json)),
+        Builtin::Lines => params == [Type::Str] && *ret == Type::List(Box::new(Type::Str)),
+        Builtin::Truncate => params == [Type::Str, Type::I64] && *ret == Type::Str,
+        Builtin::Trace => params == [Type::Str, Type::Json] && *ret == Type::Unit,
+        Builtin::ClockMs => params.is_empty() && *ret == Type::I64,
+        Builtin::JsonInt => params == [Type::Json] && *ret == Type::I64,
+        Builtin::JsonStr => params == [Type::Json] && *ret == Type::Str,
     }
 }
 
@@ -284,6 +304,8 @@ pub struct Host {
     pub types: Vec<TypeDesc>,
     output: Mutex<Box<dyn Write + Send>>,
     input: Mutex<Box<dyn BufRead + Send>>,
+    /// When the host was made: `clock_ms` counts from here.
+    started: std::time::Instant,
     /// Source texts by file, for line and column in LLM call sites.
     lines: Vec<Option<(String, LineIndex)>>,
 }
@@ -306,6 +328,7 @@ impl Host {
             types,
             output: Mutex::new(Box::new(std::io::stdout())),
             input: Mutex::new(Box::new(std::io::BufReader::new(std::io::stdin()))),
+            started: std::time::Instant::now(),
             lines: Vec::new(),
         }
     }
@@ -674,6 +697,65 @@ impl Host {
                     aot::to_mermaid(&plan)
                 }))
             }
+            (Builtin::JsonHas, [Value::Json(j), Value::Str(path)]) => {
+                // A missing key reads as `null`: neither is "there".
+                Ok(Value::Bool(
+                    jsonpath::get(j, path).is_ok_and(|v| !v.is_null()),
+                ))
+            }
+            (Builtin::JsonLen, [Value::Json(j)]) => Ok(Value::Int(match &**j {
+                serde_json::Value::Array(items) => items.len() as i64,
+                serde_json::Value::Object(map) => map.len() as i64,
+                serde_json::Value::String(s) => s.chars().count() as i64,
+                serde_json::Value::Null => 0,
+                _ => 1,
+            })),
+            (Builtin::JsonKeys, [Value::Json(j)]) => Ok(Value::List(Arc::new(match &**j {
+                serde_json::Value::Object(map) => map.keys().map(|k| Value::str(k)).collect(),
+                _ => Vec::new(),
+            }))),
+            (Builtin::JsonItems, [Value::Json(j)]) => Ok(Value::List(Arc::new(match &**j {
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(|v| Value::Json(Arc::new(v.clone())))
+                    .collect(),
+                serde_json::Value::Object(map) => map
+                    .values()
+                    .map(|v| Value::Json(Arc::new(v.clone())))
+                    .collect(),
+                _ => Vec::new(),
+            }))),
+            (Builtin::Lines, [Value::Str(text)]) => Ok(Value::List(Arc::new(
+                text.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(Value::str)
+                    .collect(),
+            ))),
+            (Builtin::Truncate, [Value::Str(text), Value::Int(max)]) => {
+                let max = usize::try_from(*max).unwrap_or(0);
+                Ok(match text.char_indices().nth(max) {
+                    Some((cut, _)) => Value::str(&format!("{}…", &text[..cut])),
+                    None => Value::Str(text.clone()),
+                })
+            }
+            (Builtin::Trace, [Value::Str(event), Value::Json(data)]) => {
+                if let Some(rt) = &self.runtime {
+                    rt.trace_note(event, (**data).clone());
+                }
+                Ok(Value::Unit)
+            }
+            (Builtin::ClockMs, []) => Ok(Value::Int(self.started.elapsed().as_millis() as i64)),
+            (Builtin::JsonInt, [Value::Json(j)]) => match j.as_i64() {
+                Some(n) => Ok(Value::Int(n)),
+                None => Err(err(format!(
+                    "`json_int`: {} is not an integer",
+                    truncated(j)
+                ))),
+            },
+            (Builtin::JsonStr, [Value::Json(j)]) => match j.as_str() {
+                Some(s) => Ok(Value::str(s)),
+                None => Err(err(format!("`json_str`: {} is not a string", truncated(j)))),
+            },
             (b, args) => Err(err(format!(
                 "internal: {b:?} called with {} arguments of the wrong kinds",
                 args.len()
@@ -682,10 +764,21 @@ impl Host {
     }
 }
 
+/// A JSON value for an error message, shortened.
+fn truncated(j: &serde_json::Value) -> String {
+    let text = j.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
 /// How `print` and `to_string` show a value: strings as they are, the rest as JSON.
 pub fn display(v: &Value) -> String {
     match v {
         Value::Str(s) => s.to_string(),
+        // A `Json` string is a string too.
+        Value::Json(j) if j.is_string() => j.as_str().unwrap_or_default().to_owned(),
         Value::Unit => "()".to_owned(),
         Value::Float(x) => {
             if x.fract() == 0.0 && x.is_finite() && x.abs() < 1e15 {

@@ -53,6 +53,17 @@ fn run_with_model(
     limits: Limits,
     answer: impl Fn(usize, &str) -> String + Send + Sync + 'static,
 ) -> Run {
+    run_with_replies(source, limits, move |i, user| {
+        (answer(i, user), std::time::Duration::ZERO)
+    })
+}
+
+/// `run_with_model` where each answer also says how long the model takes to give it.
+fn run_with_replies(
+    source: &str,
+    limits: Limits,
+    answer: impl Fn(usize, &str) -> (String, std::time::Duration) + Send + Sync + 'static,
+) -> Run {
     let (module, text) = module(source);
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -62,11 +73,12 @@ fn run_with_model(
     let server = tokio.block_on(MockServer::start(move |request, i| {
         let body = request.json();
         let user = body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
-        let content = answer(i, &user);
+        let (content, delay) = answer(i, &user);
         Reply::json(json!({
             "choices": [{ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": "stop" }],
             "usage": { "prompt_tokens": 10, "completion_tokens": 5 },
         }))
+        .delayed(delay)
     }));
     let provider = OpenAiProvider::new(OpenAiConfig {
         base_url: format!("{}/v1", server.url()),
@@ -619,5 +631,92 @@ extern fn multiply(a: i64, b: i64) -> i64;
     assert_eq!(
         schema["properties"]["atoms"]["items"]["required"],
         json!(["id", "kind", "name", "input", "dependsOn"])
+    );
+}
+
+#[test]
+fn anot_explores_expands_and_scores_in_parallel() {
+    both(anot_explores_expands_and_scores_in_parallel_body)
+}
+
+fn anot_explores_expands_and_scores_in_parallel_body() {
+    let source = r#"
+use anot
+
+fn main(ctx: Context) -> () {
+    let items = json_parse("[{\"name\": \"A\", \"wifi\": \"free\"}, {\"name\": \"B\", \"wifi\": \"no\"}, {\"name\": \"C\"}, {\"name\": \"D\", \"wifi\": \"free\"}, {\"name\": \"E\", \"wifi\": \"no\"}, {\"name\": \"F\", \"wifi\": \"free\"}]")
+    print(to_string(anot::rank(ctx, "free wifi please", items, 3)))
+}
+"#;
+    let judged: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let seen = judged.clone();
+    let delay = std::time::Duration::from_millis(400);
+    let r = run_with_replies(source, Limits::default(), move |_, user| {
+        let zero = std::time::Duration::ZERO;
+        if user.contains("Judge whether this item fits") {
+            seen.lock().unwrap().push(std::time::Instant::now());
+            let evidence = user.rsplit("<data").next().unwrap();
+            let verdict = if evidence.contains("wifi = free;") {
+                "Match"
+            } else if evidence.contains("no wifi;") {
+                "Unknown"
+            } else {
+                "NoMatch"
+            };
+            (json!({ "value": verdict }).to_string(), delay)
+        } else if user.contains("Respond with the result of `write_plan`") {
+            (
+                json!({ "fields": ["wifi"], "name_field": "name" }).to_string(),
+                zero,
+            )
+        } else if user.contains("union_keys(items[*]) =") {
+            (
+                json!({ "choice": { "option": 4, "arguments": {} } }).to_string(),
+                zero,
+            )
+        } else {
+            let union = json!({ "choice": { "option": 2, "arguments": { "path": "items[*]" } } });
+            (union.to_string(), zero)
+        }
+    });
+    assert_eq!(r.result, Ok(Value::Unit), "{}", r.output);
+    // A, D and F match; C is unknown; B and E do not: top 3 by score, then index.
+    assert_eq!(r.output, "[0,3,5]\n");
+    let texts: Vec<String> = r.requests.iter().map(user_text).collect();
+    assert_eq!(
+        texts.len(),
+        2 + 1 + 6,
+        "two exploration steps, the plan, six judgements"
+    );
+    assert!(
+        texts[1].contains(r#"union_keys(items[*]) = [\"name\",\"wifi\"]"#),
+        "{}",
+        texts[1]
+    );
+    // Each judgement sees the request and its own item's evidence, nothing of the others.
+    let judgements: Vec<&String> = texts
+        .iter()
+        .filter(|t| t.contains("Judge whether"))
+        .collect();
+    assert_eq!(judgements.len(), 6);
+    for j in &judgements {
+        assert!(j.contains("free wifi please"));
+        assert_eq!(
+            j.matches(": wifi = ").count() + j.matches(": no wifi;").count(),
+            1,
+            "one item's evidence: {j}"
+        );
+        assert!(
+            !j.contains("union_keys"),
+            "exploration is not in a judgement's context"
+        );
+    }
+    assert!(texts.iter().any(|t| t.contains("(2) C: no wifi;")));
+    // The six judgements overlapped: all were asked before the first could be answered.
+    let times = judged.lock().unwrap();
+    let spread = *times.iter().max().unwrap() - *times.iter().min().unwrap();
+    assert!(
+        spread < delay,
+        "judgements asked over {spread:?}: not in parallel"
     );
 }

@@ -21,6 +21,16 @@ pub enum Builtin {
     AotExecute,
     AotDot,
     AotMermaid,
+    JsonHas,
+    JsonLen,
+    JsonKeys,
+    JsonItems,
+    Lines,
+    Truncate,
+    Trace,
+    ClockMs,
+    JsonInt,
+    JsonStr,
 }
 
 const ALL: &[(&str, Builtin)] = &[
@@ -40,6 +50,16 @@ const ALL: &[(&str, Builtin)] = &[
     ("aot_execute", Builtin::AotExecute),
     ("aot_dot", Builtin::AotDot),
     ("aot_mermaid", Builtin::AotMermaid),
+    ("json_has", Builtin::JsonHas),
+    ("json_len", Builtin::JsonLen),
+    ("json_keys", Builtin::JsonKeys),
+    ("json_items", Builtin::JsonItems),
+    ("lines", Builtin::Lines),
+    ("truncate", Builtin::Truncate),
+    ("trace", Builtin::Trace),
+    ("clock_ms", Builtin::ClockMs),
+    ("json_int", Builtin::JsonInt),
+    ("json_str", Builtin::JsonStr),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -110,6 +130,20 @@ impl Builtin {
                 0,
             ),
             Builtin::AotDot | Builtin::AotMermaid => (vec![("plan", Ty::Json)], Ty::String, 0),
+            Builtin::JsonHas => (vec![("value", Ty::Json), ("path", Ty::String)], Ty::Bool, 0),
+            Builtin::JsonLen => (vec![("value", Ty::Json)], Ty::I64, 0),
+            Builtin::JsonKeys => (vec![("value", Ty::Json)], Ty::List(Box::new(Ty::String)), 0),
+            Builtin::JsonItems => (vec![("value", Ty::Json)], Ty::List(Box::new(Ty::Json)), 0),
+            Builtin::Lines => (
+                vec![("text", Ty::String)],
+                Ty::List(Box::new(Ty::String)),
+                0,
+            ),
+            Builtin::Truncate => (vec![("text", Ty::String), ("max", Ty::I64)], Ty::String, 0),
+            Builtin::Trace => (vec![("event", Ty::String), ("data", Ty::Json)], Ty::Unit, 0),
+            Builtin::ClockMs => (vec![], Ty::I64, 0),
+            Builtin::JsonInt => (vec![("value", Ty::Json)], Ty::I64, 0),
+            Builtin::JsonStr => (vec![("value", Ty::Json)], Ty::String, 0),
         };
         BuiltinSig {
             params,

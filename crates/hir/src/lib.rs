@@ -26,7 +26,10 @@ pub use items::{Item, ItemKind, SourceFile, Workspace, file_items};
 pub use ty::Ty;
 
 /// The prelude modules, by name, as sap source: they ship inside the compiler.
-pub const PRELUDE: &[(&str, &str)] = &[("aot", include_str!("../prelude/aot.sap"))];
+pub const PRELUDE: &[(&str, &str)] = &[
+    ("aot", include_str!("../prelude/aot.sap")),
+    ("anot", include_str!("../prelude/anot.sap")),
+];
 
 use syntax::Diagnostic;
 

@@ -192,6 +192,16 @@ pub enum Builtin {
     AotExecute,
     AotDot,
     AotMermaid,
+    JsonHas,
+    JsonLen,
+    JsonKeys,
+    JsonItems,
+    Lines,
+    Truncate,
+    Trace,
+    ClockMs,
+    JsonInt,
+    JsonStr,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -86,6 +86,16 @@ fn builtin(b: hir::Builtin) -> Builtin {
         hir::Builtin::AotExecute => Builtin::AotExecute,
         hir::Builtin::AotDot => Builtin::AotDot,
         hir::Builtin::AotMermaid => Builtin::AotMermaid,
+        hir::Builtin::JsonHas => Builtin::JsonHas,
+        hir::Builtin::JsonLen => Builtin::JsonLen,
+        hir::Builtin::JsonKeys => Builtin::JsonKeys,
+        hir::Builtin::JsonItems => Builtin::JsonItems,
+        hir::Builtin::Lines => Builtin::Lines,
+        hir::Builtin::Truncate => Builtin::Truncate,
+        hir::Builtin::Trace => Builtin::Trace,
+        hir::Builtin::ClockMs => Builtin::ClockMs,
+        hir::Builtin::JsonInt => Builtin::JsonInt,
+        hir::Builtin::JsonStr => Builtin::JsonStr,
     }
 }
 

@@ -613,6 +613,14 @@ impl Runtime {
         );
     }
 
+    /// A note from the program into the trace (`trace(event, data)` in sap): phase
+    /// timings, expanded steps, anything worth auditing that is not a model call.
+    pub fn trace_note(&self, event: &str, data: JsonValue) {
+        if let Some(trace) = &self.trace {
+            trace.record(&json!({ "event": event, "data": data }));
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn trace_event(
         &self,
