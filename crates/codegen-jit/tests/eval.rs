@@ -720,3 +720,143 @@ fn main(ctx: Context) -> () {
         "judgements asked over {spread:?}: not in parallel"
     );
 }
+
+/// A scripted Graph-of-Thought model: three subtasks, the third waiting for the first
+/// two; after the first layer it adds a fourth subtask that waits for the third.
+fn got_model(cyclic: bool) -> impl Fn(usize, &str) -> (String, std::time::Duration) {
+    move |_, user: &str| {
+        let zero = std::time::Duration::ZERO;
+        let last = user.rsplit("<data").next().unwrap_or("").to_owned();
+        let value = |v: JsonValue| (json!({ "value": v }).to_string(), zero);
+        if user.contains("Respond with the result of `write_subtasks`") {
+            value(json!(["find A", "find B", "combine A and B"]))
+        } else if user.contains("Respond with the result of `prerequisites`") {
+            if last.contains("combine A and B") {
+                value(json!([1, 2]))
+            } else if cyclic && last.contains("find A") {
+                value(json!([3]))
+            } else {
+                value(json!([]))
+            }
+        } else if user.contains("Respond with the result of `run_subtask`") {
+            let delay = std::time::Duration::from_millis(300);
+            let answer = if last.contains("find A") {
+                "A=1"
+            } else if last.contains("find B") {
+                "B=2"
+            } else if last.contains("combine") {
+                "A+B=3"
+            } else {
+                "checked"
+            };
+            (json!({ "value": answer }).to_string(), delay)
+        } else if user.contains("Respond with the result of `revise`") {
+            let changes = if user.contains("4. check the combination") {
+                json!([])
+            } else {
+                json!([{ "action": "AddSubtask", "subtask": 0, "on": 3, "description": "check the combination" }])
+            };
+            (json!({ "changes": changes }).to_string(), zero)
+        } else {
+            value(json!("A+B=3, checked"))
+        }
+    }
+}
+
+#[test]
+fn got_runs_layers_concurrently_and_revises_the_plan() {
+    both(got_runs_layers_concurrently_and_revises_the_plan_body)
+}
+
+fn got_runs_layers_concurrently_and_revises_the_plan_body() {
+    let source = r#"
+use got
+
+fn main(ctx: Context) -> () {
+    "Be brief."!
+    print(got::solve(ctx, "add A and B"))
+}
+"#;
+    let started: Arc<Mutex<Vec<(String, std::time::Instant)>>> = Arc::default();
+    let seen = started.clone();
+    let model = got_model(false);
+    let r = run_with_replies(source, Limits::default(), move |i, user| {
+        if user.contains("`run_subtask`") {
+            let last = user.rsplit("<data").next().unwrap_or("").to_owned();
+            seen.lock().unwrap().push((last, std::time::Instant::now()));
+        }
+        model(i, user)
+    });
+    assert_eq!(r.result, Ok(Value::Unit), "{}", r.output);
+    assert_eq!(r.output, "A+B=3, checked\n");
+    let texts: Vec<String> = r.requests.iter().map(user_text).collect();
+    let kinds: Vec<&str> = texts
+        .iter()
+        .map(|t| {
+            [
+                "write_subtasks",
+                "prerequisites",
+                "run_subtask",
+                "revise",
+                "synthesize",
+            ]
+            .into_iter()
+            .find(|k| t.contains(&format!("result of `{k}`")))
+            .unwrap_or("?")
+        })
+        .collect();
+    let mut sorted = kinds.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "prerequisites",
+            "prerequisites",
+            "prerequisites",
+            "revise",
+            "revise",
+            "run_subtask",
+            "run_subtask",
+            "run_subtask",
+            "run_subtask",
+            "synthesize",
+            "write_subtasks"
+        ]
+    );
+    // Every call sees the caller's context; a subtask sees its inputs' results.
+    assert!(texts.iter().all(|t| t.starts_with("Be brief.")));
+    let combine = texts
+        .iter()
+        .find(|t| t.contains("`run_subtask`") && t.contains("combine A and B\n</data>"))
+        .unwrap();
+    assert!(
+        combine.contains("find A: A=1") && combine.contains("find B: B=2"),
+        "{combine}"
+    );
+    let check = texts
+        .iter()
+        .find(|t| t.contains("`run_subtask`") && t.contains("check the combination"))
+        .unwrap();
+    assert!(check.contains("combine A and B: A+B=3"), "{check}");
+    // The first layer's two subtasks overlapped.
+    let times = started.lock().unwrap();
+    let first: Vec<_> = times
+        .iter()
+        .filter(|(s, _)| s.contains("find"))
+        .map(|(_, t)| *t)
+        .collect();
+    assert_eq!(first.len(), 2);
+    let spread = if first[0] > first[1] {
+        first[0] - first[1]
+    } else {
+        first[1] - first[0]
+    };
+    assert!(spread < std::time::Duration::from_millis(300), "{spread:?}");
+
+    // A dependency cycle is a clean error at the toposort.
+    let r = run_with_replies(source, Limits::default(), got_model(true));
+    let e = r.result.unwrap_err();
+    assert!(e.message.contains("cycle"), "{}", e.message);
+    let stack: Vec<&str> = e.stack.iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(stack, ["solve_with", "solve", "main"]);
+}

@@ -29,6 +29,7 @@ pub use ty::Ty;
 pub const PRELUDE: &[(&str, &str)] = &[
     ("aot", include_str!("../prelude/aot.sap")),
     ("anot", include_str!("../prelude/anot.sap")),
+    ("got", include_str!("../prelude/got.sap")),
 ];
 
 use syntax::Diagnostic;

@@ -51,6 +51,10 @@ const EXPECTED: &[(&str, &str)] = &[
          Hits@1 33%, Hits@5 100% over 3 requests\n",
     ),
     (
+        "got_day_plan",
+        "Start at La Colombe Fishtown, walk to the Philadelphia Museum of Art, and end at Elixr Coffee near Rittenhouse.\n",
+    ),
+    (
         "aot_calculator",
         "flowchart LR\n  a1[\"1: add(a=15, b=7)\"]\n  a2[\"2: multiply(a=@1, b=3)\"]\n  \
          a3[\"3: subtract(a=@2, b=10)\"]\n  a4((\"4: report()\"))\n  a1 --> a2\n  a2 --> a3\n  \
@@ -75,6 +79,21 @@ fn script(example: &str) -> HashMap<&'static str, Vec<Value>> {
                 "fields": ["attributes.DriveThru", "attributes.GoodForKids", "attributes.HasTV"],
                 "name_field": "name"
             })],
+        );
+    }
+    if example == "got_day_plan" {
+        script.insert(
+            "write_subtasks_result",
+            vec![json!({ "value": [
+                "Pick two cafes worth the trip",
+                "Pick an art museum",
+                "Order the visits into a walking route"
+            ] })],
+        );
+        script.insert("revise_result", vec![json!({ "changes": [] })]);
+        script.insert(
+            "synthesize_result",
+            vec![json!({ "value": "Start at La Colombe Fishtown, walk to the Philadelphia Museum of Art, and end at Elixr Coffee near Rittenhouse." })],
         );
     }
     if matches!(example, "explicit_return" | "placeholders") {
@@ -237,7 +256,20 @@ fn record_transcripts() {
         let n = seen.entry(name.clone()).or_default();
         let script = a.lock().unwrap();
         let options = script.get(name.as_str()).cloned().unwrap_or_default();
-        let answer = if name == "judge_result" {
+        let user = body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
+        let last = user.rsplit("<data").next().unwrap_or("").to_owned();
+        let answer = if name == "prerequisites_result" {
+            // Asked in parallel, so answered by content: the route waits for the others.
+            json!({ "value": if last.contains("walking route") { json!([1, 2]) } else { json!([]) } })
+        } else if name == "run_subtask_result" {
+            json!({ "value": if last.contains("cafes") {
+                "La Colombe Fishtown and Elixr Coffee."
+            } else if last.contains("museum") {
+                "The Philadelphia Museum of Art."
+            } else {
+                "La Colombe, then the museum, then Elixr."
+            } })
+        } else if name == "judge_result" {
             // A rule stands in for the model when judging a cafe: a drive-through that
             // is good for kids and has no TV matches, a missing field is unknown.
             let user = body["messages"][1]["content"].as_str().unwrap_or("");
