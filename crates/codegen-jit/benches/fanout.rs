@@ -1,0 +1,170 @@
+//! Fan-out of the prelude's parallel phases against a local OpenAI-compatible server that
+//! answers every request after a fixed latency: the wall time of a 200-branch `anot`
+//! scoring phase and a 200-subtask `got` layer, compared with the critical-path bound
+//! (the number of model calls in sequence × the latency), and the prompt size per request
+//! compared with one unstructured prompt that accumulates everything the run saw.
+//!
+//! `cargo bench -p codegen-jit --bench fanout` (release). Figures go to
+//! docs/PERFORMANCE.md.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use codegen_jit::{Externs, Host, Limits, on_big_stack};
+use runtime::http::HttpConfig;
+use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
+use runtime::{Runtime, RuntimeConfig};
+use serde_json::json;
+use testgen::http::{MockServer, Reply};
+
+const BRANCHES: usize = 200;
+const LATENCY: Duration = Duration::from_millis(100);
+
+fn module(source: &str) -> Arc<lower::ir::Module> {
+    let mut db = hir::Database::default();
+    db.add_prelude();
+    db.add_file("bench.sap", source);
+    Arc::new(lower::lower_workspace(&db).expect("the benchmark program checks"))
+}
+
+/// The scripted model: answers by the call site named in the instruction.
+fn answer(user: &str) -> serde_json::Value {
+    if user.contains("Judge whether this item fits") {
+        let verdict = if user.contains("wifi = free;") {
+            "Match"
+        } else {
+            "NoMatch"
+        };
+        json!({ "value": verdict })
+    } else if user.contains("result of `write_plan`") {
+        json!({ "fields": ["wifi"], "name_field": "name" })
+    } else if user.contains("Choose one of these options") {
+        json!({ "choice": { "option": 4, "arguments": {} } })
+    } else if user.contains("result of `write_subtasks`") {
+        json!({ "value": (0..BRANCHES).map(|i| format!("look up fact {i}")).collect::<Vec<_>>() })
+    } else if user.contains("result of `prerequisites`") {
+        json!({ "value": [] })
+    } else if user.contains("result of `run_subtask`") {
+        json!({ "value": "a fact" })
+    } else {
+        json!({ "value": "all facts" })
+    }
+}
+
+struct Outcome {
+    wall: Duration,
+    calls: usize,
+    mean_prompt_bytes: f64,
+    accumulated_bytes: usize,
+}
+
+fn run(source: &str, tokio: &tokio::runtime::Runtime) -> Outcome {
+    let module = module(source);
+    let server = tokio.block_on(MockServer::start(|request, _| {
+        let body = request.json();
+        let user = body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
+        Reply::json(json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": answer(&user).to_string() }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": user.len() / 4, "completion_tokens": 5 },
+        }))
+        .delayed(LATENCY)
+    }));
+    let provider = OpenAiProvider::new(OpenAiConfig {
+        base_url: format!("{}/v1", server.url()),
+        api_key: None,
+        model: "bench".to_owned(),
+        strict: true,
+        stream: false,
+        temperature: None,
+        max_tokens: None,
+        http: HttpConfig {
+            concurrency: 1024,
+            ..HttpConfig::default()
+        },
+    })
+    .expect("provider");
+    let runtime = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
+    let limits = Limits {
+        concurrency: 1024,
+        ..Limits::default()
+    };
+    let host = Host::new(
+        module,
+        Some(runtime),
+        tokio.handle().clone(),
+        Externs::default(),
+        limits,
+    )
+    .with_output(Box::new(std::io::sink()));
+    let program = codegen_jit::compile(host.module.clone()).expect("compiles");
+    let start = Instant::now();
+    let result = on_big_stack(|| program.run_main(&host));
+    let wall = start.elapsed();
+    result.expect("the benchmark program runs");
+    let requests = server.requests();
+    let prompts: Vec<String> = requests
+        .iter()
+        .map(|r| {
+            r.json()["messages"][1]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    // One unstructured conversation would hold every distinct line any call saw.
+    let mut lines: Vec<&str> = prompts.iter().flat_map(|p| p.lines()).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    Outcome {
+        wall,
+        calls: prompts.len(),
+        mean_prompt_bytes: prompts.iter().map(String::len).sum::<usize>() as f64
+            / prompts.len().max(1) as f64,
+        accumulated_bytes: lines.iter().map(|l| l.len() + 1).sum(),
+    }
+}
+
+fn main() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let items: Vec<serde_json::Value> = (0..BRANCHES)
+        .map(|i| json!({ "name": format!("cafe {i}"), "wifi": if i % 7 == 0 { "free" } else { "no" } }))
+        .collect();
+    let anot = format!(
+        "use anot\nfn main(ctx: Context) -> () {{\n    let items = json_parse({:?})\n    print(to_string(anot::rank(ctx, \"free wifi\", items, 5)))\n}}\n",
+        serde_json::Value::Array(items).to_string()
+    );
+    let got = "use got\nfn main(ctx: Context) -> () {\n    print(got::solve(ctx, \"collect the facts\"))\n}\n";
+    // anot: exploration (one choice), the plan, then the 200 judgements in parallel.
+    // got: the subtasks, 200 prerequisites in parallel, the layer of 200 in parallel,
+    // the synthesis.
+    let cases = [
+        ("anot phase 3: 200 items", anot.as_str(), 3u32),
+        ("got layer: 200 subtasks", got, 4),
+    ];
+    println!(
+        "| fan-out | model calls | wall | critical path | ratio | mean prompt | one accumulated prompt |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, source, sequential) in cases {
+        // A warm-up run, then the best of three.
+        let _ = run(source, &tokio);
+        let best = (0..3)
+            .map(|_| run(source, &tokio))
+            .min_by_key(|o| o.wall)
+            .unwrap();
+        let bound = LATENCY * sequential;
+        println!(
+            "| {name} | {} | {:.0} ms | {:.0} ms | {:.2}× | {:.0} tokens | {:.0} tokens |",
+            best.calls,
+            best.wall.as_secs_f64() * 1000.0,
+            bound.as_secs_f64() * 1000.0,
+            best.wall.as_secs_f64() / bound.as_secs_f64(),
+            best.mean_prompt_bytes / 4.0,
+            best.accumulated_bytes as f64 / 4.0,
+        );
+    }
+}
