@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use codegen_jit::{Externs, Host, Limits, on_big_stack};
 use runtime::http::HttpConfig;
 use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
-use runtime::{Runtime, RuntimeConfig};
+use runtime::{CallSite, Context, Runtime, RuntimeConfig, TypeDesc};
 use serde_json::json;
 use testgen::http::{MockServer, Reply};
 
@@ -124,6 +124,54 @@ fn run(source: &str, tokio: &tokio::runtime::Runtime) -> Outcome {
     }
 }
 
+/// The floor: 200 concurrent calls straight through the runtime (no sap program, no
+/// threads), against the same kind of server.
+fn floor(tokio: &tokio::runtime::Runtime) -> Duration {
+    let server = tokio.block_on(MockServer::start(|_, _| {
+        Reply::json(json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{\"value\": 1}" }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 10, "completion_tokens": 2 },
+        }))
+        .delayed(LATENCY)
+    }));
+    let provider = OpenAiProvider::new(OpenAiConfig {
+        base_url: format!("{}/v1", server.url()),
+        api_key: None,
+        model: "bench".to_owned(),
+        strict: true,
+        stream: false,
+        temperature: None,
+        max_tokens: None,
+        http: HttpConfig {
+            concurrency: 1024,
+            ..HttpConfig::default()
+        },
+    })
+    .expect("provider");
+    let rt = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
+    let started = Instant::now();
+    tokio.block_on(async {
+        let tasks: Vec<_> = (0..BRANCHES)
+            .map(|i| {
+                let rt = rt.clone();
+                tokio::spawn(async move {
+                    let ctx = Context::new();
+                    ctx.instruct(&format!("item {i}"));
+                    let site = CallSite {
+                        function: "score".to_owned(),
+                        ..CallSite::default()
+                    };
+                    rt.produce(&site, &ctx, "score", &TypeDesc::I64).await
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+    });
+    started.elapsed()
+}
+
 fn main() {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -149,6 +197,14 @@ fn main() {
         "| fan-out | model calls | wall | critical path | ratio | mean prompt | one accumulated prompt |"
     );
     println!("|---|---|---|---|---|---|---|");
+    let _ = floor(&tokio);
+    let base = (0..3).map(|_| floor(&tokio)).min().unwrap();
+    println!(
+        "| floor: 200 concurrent runtime calls, no program | 200 | {:.0} ms | {:.0} ms | {:.2}× | | |",
+        base.as_secs_f64() * 1000.0,
+        LATENCY.as_secs_f64() * 1000.0,
+        base.as_secs_f64() / LATENCY.as_secs_f64()
+    );
     for (name, source, sequential) in cases {
         // A warm-up run, then the best of three.
         let _ = run(source, &tokio);
