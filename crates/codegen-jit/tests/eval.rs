@@ -562,16 +562,32 @@ fn main() -> () {
     let plan = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"fib\", \"input\": {\"n\": 20}}, {\"id\": 2, \"kind\": \"tool\", \"name\": \"norm1\", \"input\": {\"p\": {\"x\": \"<result_of_1>\", \"y\": 5}}}, {\"id\": 3, \"kind\": \"tool\", \"name\": \"greet\", \"input\": {\"name\": \"sap\"}}, {\"id\": 4, \"kind\": \"final\", \"dependsOn\": [2, 3]}]}")
     print(to_string(aot_check(plan, tools)))
     print(to_string(aot::execute(plan, tools)))
+    aot::save(plan, "SAVED_PLAN")
+    print(to_string(aot::execute(aot::load("SAVED_PLAN"), tools)))
     let bad = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"fib\", \"input\": {\"n\": \"x\"}}, {\"id\": 1, \"kind\": \"tool\", \"name\": \"nope\"}]}")
     print(to_string(aot_check(bad, tools)))
     let failing = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"fib\", \"input\": {\"n\": 0}}, {\"id\": 2, \"kind\": \"tool\", \"name\": \"div\", \"input\": {\"a\": 6, \"b\": \"<result_of_1>\"}}]}")
     print(to_string(aot::execute(failing, tools)))
 }
 "#;
-    let r = run(source);
+    let saved = std::env::temp_dir().join(format!(
+        "sap-plan-{}-{:?}.json",
+        std::process::id(),
+        engine()
+    ));
+    let source = source.replace("SAVED_PLAN", saved.to_str().unwrap());
+    let r = run(&source);
+    let on_disk: JsonValue =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(
+        on_disk["atoms"][1]["input"]["p"]["y"],
+        json!(5),
+        "saved in the seed's format"
+    );
+    let _ = std::fs::remove_file(&saved);
     assert_eq!(
         r.output,
-        "[]\n[6770,\"Hello, sap\"]\n[\"atom 1: argument `n` of `fib` must be a i64: expected an integer, found a string\",\"atom 1: duplicate atom id\",\"atom 1: unknown tool `nope` (the tools are: fib, greet, norm1, div)\"]\n"
+        "[]\n[6770,\"Hello, sap\"]\n[6770,\"Hello, sap\"]\n[\"atom 1: argument `n` of `fib` must be a i64: expected an integer, found a string\",\"atom 1: duplicate atom id\",\"atom 1: unknown tool `nope` (the tools are: fib, greet, norm1, div)\"]\n"
     );
     let e = r.result.unwrap_err();
     assert_eq!(e.message, "atom 2 (`div`) failed: division by zero: 6 / 0");
