@@ -197,7 +197,16 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         Builtin::AotCheck => {
             params == [Type::Json, tools()] && *ret == Type::List(Box::new(Type::Str))
         }
-        Builtin::AotExecute => params == [Type::Json, tools(), Type::I64] && *ret == Type::Json,
+        Builtin::AotExecute => {
+            params
+                == [
+                    Type::Json,
+                    tools(),
+                    Type::I64,
+                    Type::List(Box::new(tools())),
+                ]
+                && *ret == Type::Json
+        }
         Builtin::AotDot | Builtin::AotMermaid => params == [Type::Json] && *ret == Type::Str,
         Builtin::JsonHas => params == [Type::Json, Type::Str] && *ret == Type::Bool,
         Builtin::JsonLen => params == [Type::Json] && *ret == Type::I64,
@@ -455,13 +464,34 @@ impl Host {
         plan: &serde_json::Value,
         tools: &[Value],
         retries: i64,
+        undo: &[Value],
         engine: &dyn Engine,
         span: Option<SrcSpan>,
     ) -> Result<Value, ExecError> {
         let err = |m: String| ExecError::new(m, span);
-        let tools = self.tools(tools).map_err(err)?;
+        let mut tools = self.tools(tools).map_err(err)?;
+        // Compensations: each `[tool, undo]` pair names the tool that reverses `tool`;
+        // the undoing tool is callable by the executor but not offered to the plan.
+        let mut undoers = Vec::new();
+        for pair in undo {
+            let Value::List(pair) = pair else {
+                return Err(err("each compensation is a pair `[tool, undo]`".to_owned()));
+            };
+            let [Value::Tool(done), Value::Tool(reverse)] = pair.as_slice() else {
+                return Err(err("each compensation is a pair `[tool, undo]`".to_owned()));
+            };
+            let Some(entry) = tools.iter_mut().find(|(s, _)| s.name == **done) else {
+                return Err(err(format!(
+                    "`{done}` has a compensation but is not offered"
+                )));
+            };
+            entry.0.compensate = Some(reverse.to_string());
+            undoers.push(self.tool(reverse).map_err(err)?);
+        }
+        let offered: Vec<ToolSig> = tools.iter().map(|(s, _)| s.clone()).collect();
+        tools.extend(undoers);
         let sigs: Vec<ToolSig> = tools.iter().map(|(s, _)| s.clone()).collect();
-        let plan = aot::check(plan, &sigs).map_err(|errors| {
+        let plan = aot::check(plan, &offered).map_err(|errors| {
             let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
             err(format!("the plan is invalid:\n{}", lines.join("\n")))
         })?;
@@ -683,9 +713,15 @@ impl Host {
                 };
                 Ok(Value::List(Arc::new(errors)))
             }
-            (Builtin::AotExecute, [Value::Json(plan), Value::List(list), Value::Int(retries)]) => {
-                self.run_plan(plan, list, *retries, engine, span)
-            }
+            (
+                Builtin::AotExecute,
+                [
+                    Value::Json(plan),
+                    Value::List(list),
+                    Value::Int(retries),
+                    Value::List(undo),
+                ],
+            ) => self.run_plan(plan, list, *retries, undo, engine, span),
             (Builtin::AotDot | Builtin::AotMermaid, [Value::Json(plan)]) => {
                 let plan = aot::parse(plan).map_err(|errors| {
                     let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();

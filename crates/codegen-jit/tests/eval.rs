@@ -876,3 +876,44 @@ fn main(ctx: Context) -> () {
     let stack: Vec<&str> = e.stack.iter().map(|f| f.function.as_str()).collect();
     assert_eq!(stack, ["solve_with", "solve", "main"]);
 }
+
+#[test]
+fn aot_compensations_run_newest_first_when_an_atom_fails() {
+    both(aot_compensations_run_newest_first_when_an_atom_fails_body)
+}
+
+fn aot_compensations_run_newest_first_when_an_atom_fails_body() {
+    let source = r#"
+use aot
+
+fn book(seat: i64) -> i64 {
+    print("book " + to_string(seat))
+    seat
+}
+fn cancel(seat: i64) -> i64 {
+    print("cancel " + to_string(seat))
+    seat
+}
+fn pay(total: i64, people: i64) -> i64 { total / people }
+
+fn main() -> () {
+    let plan = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"book\", \"input\": {\"seat\": 1}}, {\"id\": 2, \"kind\": \"tool\", \"name\": \"book\", \"input\": {\"seat\": \"<result_of_1>\"}}, {\"id\": 3, \"kind\": \"tool\", \"name\": \"pay\", \"input\": {\"total\": 10, \"people\": 0}, \"dependsOn\": [2]}]}")
+    print(to_string(aot::execute_compensated(plan, [book, pay], 1, [aot::Compensation { tool: book, undo: cancel }])))
+}
+"#;
+    let r = run(source);
+    let e = r.result.unwrap_err();
+    assert_eq!(
+        e.message,
+        "atom 3 (`pay`) failed: division by zero: 10 / 0 (after 2 attempts); compensated atoms 2, 1"
+    );
+    assert_eq!(r.output, "book 1\nbook 1\ncancel 1\ncancel 1\n");
+    // The undoing tool is not offered to the plan.
+    let r = run(&source.replace("\\\"name\\\": \\\"pay\\\"", "\\\"name\\\": \\\"cancel\\\""));
+    assert!(
+        r.result
+            .unwrap_err()
+            .message
+            .contains("unknown tool `cancel`")
+    );
+}

@@ -124,8 +124,14 @@ impl Builtin {
                 0,
             ),
             // Runs a plan; the final atom's report.
+            // `undo` pairs a tool with the tool that reverses it: `[[book, cancel]]`.
             Builtin::AotExecute => (
-                vec![("plan", Ty::Json), ("tools", tools()), ("retries", Ty::I64)],
+                vec![
+                    ("plan", Ty::Json),
+                    ("tools", tools()),
+                    ("retries", Ty::I64),
+                    ("undo", Ty::List(Box::new(tools()))),
+                ],
                 Ty::Json,
                 0,
             ),
