@@ -50,6 +50,11 @@ const EXPECTED: &[(&str, &str)] = &[
         "R01: top 5 [0,1,2,3,4], gold 0\nR02: top 5 [0,1,2,3,4], gold 1\nR03: top 5 [0,1,2,3,4], gold 2\n\
          Hits@1 33%, Hits@5 100% over 3 requests\n",
     ),
+    ("react", "66\n"),
+    (
+        "chain_of_thought",
+        "- It sells 12 × 8 = 96 croissants.\n- 120 − 96 = 24 are left.\nanswer: 24\n",
+    ),
     (
         "got_day_plan",
         "Start at La Colombe Fishtown, walk to the Philadelphia Museum of Art, and end at Elixr Coffee near Rittenhouse.\n",
@@ -78,6 +83,25 @@ fn script(example: &str) -> HashMap<&'static str, Vec<Value>> {
             vec![json!({
                 "fields": ["attributes.DriveThru", "attributes.GoodForKids", "attributes.HasTV"],
                 "name_field": "name"
+            })],
+        );
+    }
+    if example == "react" {
+        script.insert(
+            "choice",
+            vec![
+                json!({ "choice": { "option": 0, "arguments": { "a": 15, "b": 7 } } }),
+                json!({ "choice": { "option": 1, "arguments": { "a": 22, "b": 3 } } }),
+                json!({ "choice": { "option": 2, "arguments": { "answer": 66 } } }),
+            ],
+        );
+    }
+    if example == "chain_of_thought" {
+        script.insert(
+            "solve_result",
+            vec![json!({
+                "steps": ["It sells 12 × 8 = 96 croissants.", "120 − 96 = 24 are left."],
+                "answer": 24
             })],
         );
     }
