@@ -352,7 +352,11 @@ impl<'h> Evaluator<'h> {
                 ctx(c)?.inject_value(v(value).clone(), function, label);
                 Slot::Empty
             }
-            Op::Produce { site, ctx: c } => Slot::Val(host.produce(*site, &ctx(c)?)?),
+            Op::Produce {
+                site,
+                ctx: c,
+                schema,
+            } => Slot::Val(host.produce(*site, &ctx(c)?, schema.as_ref().map(&v))?),
             Op::Decide { site, ctx: c } => Slot::Val(Value::Bool(host.decide(*site, &ctx(c)?)?)),
             Op::Fill { site, ctx: c } => Slot::Pack(None, Arc::new(host.fill(*site, &ctx(c)?)?)),
             Op::Choose { site, ctx: c } => {

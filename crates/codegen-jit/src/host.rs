@@ -173,6 +173,7 @@ pub fn standard_extern(name: &str) -> Option<Builtin> {
         "clock_ms" => Builtin::ClockMs,
         "json_int" => Builtin::JsonInt,
         "json_str" => Builtin::JsonStr,
+        "aot_schema" => Builtin::AotSchema,
         _ => return None,
     })
 }
@@ -218,6 +219,7 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         Builtin::ClockMs => params.is_empty() && *ret == Type::I64,
         Builtin::JsonInt => params == [Type::Json] && *ret == Type::I64,
         Builtin::JsonStr => params == [Type::Json] && *ret == Type::Str,
+        Builtin::AotSchema => params == [tools()] && *ret == Type::Json,
     }
 }
 
@@ -532,12 +534,23 @@ impl Host {
             .map_err(|e| ExecError::from_runtime(e, span))
     }
 
-    pub fn produce(&self, site: u32, ctx: &Context) -> Result<Value, ExecError> {
+    /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema
+    /// the program passed for it.
+    pub fn produce(
+        &self,
+        site: u32,
+        ctx: &Context,
+        schema: Option<&Value>,
+    ) -> Result<Value, ExecError> {
         let s = &self.module.sites[site as usize];
         let rt = self.runtime(s.span)?;
         let SiteKind::Produce { ret } = &s.kind else {
             return Err(ExecError::new("internal: not a produce site", Some(s.span)));
         };
+        if let Some(Value::Json(schema)) = schema {
+            let site = self.call_site(s);
+            return self.block(rt.produce_matching(&site, ctx, &s.subject, schema), s.span);
+        }
         let ty = self.desc(ret);
         self.block(rt.produce(&self.call_site(s), ctx, &s.subject, &ty), s.span)
     }
@@ -703,6 +716,11 @@ impl Host {
                     })
                     .collect();
                 Ok(Value::str(&serde_json::Value::Array(shown).to_string()))
+            }
+            (Builtin::AotSchema, [Value::List(list)]) => {
+                let tools = self.tools(list).map_err(err)?;
+                let sigs: Vec<ToolSig> = tools.into_iter().map(|(s, _)| s).collect();
+                Ok(Value::Json(Arc::new(aot::plan_schema(&sigs))))
             }
             (Builtin::AotCheck, [Value::Json(plan), Value::List(list)]) => {
                 let tools = self.tools(list).map_err(err)?;

@@ -474,7 +474,13 @@ pub unsafe extern "C" fn sap_inject(env: *mut Env, desc: *const InjectDesc, ctx:
     });
 }
 
-pub unsafe extern "C" fn sap_llm(env: *mut Env, desc: *const LlmDesc, ctx: i64) -> i64 {
+/// `schema` is the `Json` schema a produced `Json` must match (borrowed), or 0.
+pub unsafe extern "C" fn sap_llm(
+    env: *mut Env,
+    desc: *const LlmDesc,
+    ctx: i64,
+    schema: i64,
+) -> i64 {
     let (env, desc) = unsafe { (&mut *env, &*desc) };
     guard(env, None, |env| {
         let host = env.host();
@@ -485,7 +491,10 @@ pub unsafe extern "C" fn sap_llm(env: *mut Env, desc: *const LlmDesc, ctx: i64) 
             ));
         };
         Ok(match &desc.kind {
-            LlmKind::Produce(ty) => from_value(ty, host.produce(desc.site, c)?),
+            LlmKind::Produce(ty) => {
+                let schema = (schema != 0).then(|| to_value(host, &Type::Json, schema));
+                from_value(ty, host.produce(desc.site, c, schema.as_ref())?)
+            }
             LlmKind::Decide => host.decide(desc.site, c)? as i64,
             LlmKind::Fill => new_obj(Slot::Pack(None, Arc::new(host.fill(desc.site, c)?))),
             LlmKind::Choose => {

@@ -118,7 +118,7 @@ const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
     (Intr::CtxChild, "sap_ctx_child", 1, true),
     (Intr::Instruct, "sap_instruct", 2, false),
     (Intr::Inject, "sap_inject", 4, false),
-    (Intr::Llm, "sap_llm", 3, true),
+    (Intr::Llm, "sap_llm", 4, true),
     (Intr::Arg, "sap_arg", 3, true),
     (Intr::Arm, "sap_arm", 1, true),
     (Intr::Parallel, "sap_parallel", 4, true),
@@ -838,7 +838,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 self.check_failed(span);
                 return Ok(None);
             }
-            Op::Produce { site, ctx }
+            Op::Produce { site, ctx, .. }
             | Op::Decide { site, ctx }
             | Op::Fill { site, ctx }
             | Op::Choose { site, ctx } => {
@@ -851,7 +851,14 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 let desc = keep_ptr!(self.keep.llms, LlmDesc { kind, site: *site });
                 let c = self.value(*ctx);
                 let d = self.iconst(desc);
-                let r = self.call(Intr::Llm, &[self.env, d, c]).unwrap_or(d);
+                // The schema a `Json` result must match, or 0.
+                let extra = match op {
+                    Op::Produce {
+                        schema: Some(s), ..
+                    } => self.value(*s),
+                    _ => self.iconst(0),
+                };
+                let r = self.call(Intr::Llm, &[self.env, d, c, extra]).unwrap_or(d);
                 self.check_failed(span);
                 r
             }

@@ -611,42 +611,58 @@ fn main(ctx: Context) -> () {
 extern fn add(a: i64, b: i64) -> i64;
 extern fn multiply(a: i64, b: i64) -> i64;
 "#;
-    let invalid = json!({"atoms": [
-        {"id": 1, "kind": "tool", "name": "sum", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": []},
-        {"id": 2, "kind": "final", "name": "report", "input": "{}", "dependsOn": [1]}
+    // First an unknown tool, which the schema rules out (the runtime asks again with the
+    // schema error); then a plan that fits the schema but uses a result it does not
+    // depend on (the program sends it back with the defect); then a valid plan.
+    let unknown_tool = json!({"atoms": [
+        {"id": 1, "kind": "tool", "name": "sum", "input": {"a": 15, "b": 7}, "dependsOn": []},
+        {"id": 2, "kind": "final", "name": "report", "dependsOn": [1]}
+    ]});
+    let missing_dependency = json!({"atoms": [
+        {"id": 1, "kind": "tool", "name": "add", "input": {"a": 15, "b": 7}, "dependsOn": []},
+        {"id": 2, "kind": "tool", "name": "multiply", "input": {"a": "<result_of_1>", "b": 3}, "dependsOn": []},
+        {"id": 3, "kind": "final", "name": "report", "dependsOn": [2]}
     ]});
     let valid = json!({"atoms": [
-        {"id": 1, "kind": "tool", "name": "add", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": []},
-        {"id": 2, "kind": "tool", "name": "multiply", "input": "{\"a\": \"<result_of_1>\", \"b\": 3}", "dependsOn": [1]},
-        {"id": 3, "kind": "final", "name": "report", "input": "{}", "dependsOn": [2]}
+        {"id": 1, "kind": "tool", "name": "add", "input": {"a": 15, "b": 7}, "dependsOn": []},
+        {"id": 2, "kind": "tool", "name": "multiply", "input": {"a": "<result_of_1>", "b": 3}, "dependsOn": [1]},
+        {"id": 3, "kind": "final", "name": "report", "dependsOn": [2]}
     ]});
-    let r = run_with_model(source, Limits::default(), move |i, _| {
-        if i == 0 {
-            invalid.to_string()
-        } else {
-            valid.to_string()
-        }
+    let r = run_with_model(source, Limits::default(), move |i, _| match i {
+        0 => unknown_tool.to_string(),
+        1 => missing_dependency.to_string(),
+        _ => valid.to_string(),
     });
     assert_eq!(r.result, Ok(Value::Unit));
     assert_eq!(r.output, "66\n");
-    assert_eq!(r.requests.len(), 2, "one rejected plan, one valid plan");
+    assert_eq!(r.requests.len(), 3);
     let first = user_text(&r.requests[0]);
     assert!(
         first.contains("\"name\":\"add\""),
         "the tools are shown: {first}"
     );
     assert!(!first.contains("rejected"));
-    let second = user_text(&r.requests[1]);
-    assert!(second.contains("This plan was rejected:"), "{second}");
+    let correction = r.requests[1].json()["messages"].to_string();
     assert!(
-        second.contains("atom 1: unknown tool `sum` (the tools are: add, multiply)"),
-        "{second}"
+        correction.contains("sum"),
+        "the schema error is sent back: {correction}"
     );
-    // The plan's schema describes the atoms' fields (nested struct in a list).
+    let third = user_text(&r.requests[2]);
+    assert!(third.contains("This plan was rejected:"), "{third}");
+    assert!(
+        third.contains("atom 2: uses `<result_of_1>` but atom 1 is not in its `dependsOn`"),
+        "{third}"
+    );
+    // The plan's schema is derived from the offered tools: one kind of atom per tool,
+    // with that tool's arguments, and the final atom.
     let schema = r.requests[0].json()["response_format"]["json_schema"]["schema"].clone();
+    let atoms = &schema["properties"]["atoms"]["items"]["anyOf"];
+    assert_eq!(atoms.as_array().unwrap().len(), 3, "{schema}");
+    assert_eq!(atoms[0]["properties"]["name"]["enum"], json!(["add"]));
+    assert_eq!(atoms[1]["properties"]["name"]["enum"], json!(["multiply"]));
     assert_eq!(
-        schema["properties"]["atoms"]["items"]["required"],
-        json!(["id", "kind", "name", "input", "dependsOn"])
+        atoms[0]["properties"]["input"]["properties"]["a"]["anyOf"][0],
+        json!({ "type": "integer" })
     );
 }
 
@@ -915,5 +931,46 @@ fn main() -> () {
             .unwrap_err()
             .message
             .contains("unknown tool `cancel`")
+    );
+}
+
+#[test]
+fn a_json_result_is_asked_for_against_the_schema_passed_in() {
+    both(a_json_result_is_asked_for_against_the_schema_passed_in_body)
+}
+
+fn a_json_result_is_asked_for_against_the_schema_passed_in_body() {
+    let source = r#"
+/// Picks a colour.
+fn pick(ctx: Context, schema: Json) -> Json {
+    "Pick a colour."!
+}
+
+fn main(ctx: Context) -> () {
+    print(to_string(pick(ctx, json_parse("{\"type\": \"string\", \"enum\": [\"red\", \"green\"]}"))))
+    print(to_string(pick(ctx, json_parse("{\"type\": \"banana\"}"))))
+}
+"#;
+    let r = run_with_model(source, Limits::default(), |i, _| {
+        if i == 0 {
+            json!({ "value": "blue" }).to_string()
+        } else {
+            json!({ "value": "green" }).to_string()
+        }
+    });
+    // "blue" is outside the schema: asked again, then "green".
+    assert_eq!(r.output, "green\n");
+    assert_eq!(r.requests.len(), 2);
+    let schema = r.requests[0].json()["response_format"]["json_schema"]["schema"].clone();
+    assert_eq!(
+        schema["properties"]["value"],
+        json!({ "type": "string", "enum": ["red", "green"] })
+    );
+    let e = r.result.unwrap_err();
+    assert!(
+        e.message
+            .contains("the schema passed to `pick` is not a JSON Schema"),
+        "{}",
+        e.message
     );
 }

@@ -31,6 +31,7 @@ pub enum Builtin {
     ClockMs,
     JsonInt,
     JsonStr,
+    AotSchema,
 }
 
 const ALL: &[(&str, Builtin)] = &[
@@ -60,6 +61,7 @@ const ALL: &[(&str, Builtin)] = &[
     ("clock_ms", Builtin::ClockMs),
     ("json_int", Builtin::JsonInt),
     ("json_str", Builtin::JsonStr),
+    ("aot_schema", Builtin::AotSchema),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -149,6 +151,8 @@ impl Builtin {
             Builtin::Trace => (vec![("event", Ty::String), ("data", Ty::Json)], Ty::Unit, 0),
             Builtin::ClockMs => (vec![], Ty::I64, 0),
             Builtin::JsonInt => (vec![("value", Ty::Json)], Ty::I64, 0),
+            // The JSON Schema of an Atom-of-Thought plan over these tools.
+            Builtin::AotSchema => (vec![("tools", tools())], Ty::Json, 0),
             Builtin::JsonStr => (vec![("value", Ty::Json)], Ty::String, 0),
         };
         BuiltinSig {

@@ -391,6 +391,18 @@ impl<'a, 'db> Checker<'a, 'db> {
         };
         if self.has_context {
             self.context_used_implicitly = true;
+            // An LLM function returning `Json` gives the model its `schema: Json`
+            // parameter as the schema to answer in (REFERENCE.md, "LLM functions").
+            if matches!(self.shallow(&ret), Ty::Json) {
+                for local in self.locals.iter_mut() {
+                    if local.name == "schema"
+                        && local.ty == Ty::Json
+                        && matches!(local.kind, LocalKind::Param { .. })
+                    {
+                        local.used = true;
+                    }
+                }
+            }
             true
         } else {
             let d = diag::missing_return(self.item, end, &self.fn_name, &self.display(&ret));

@@ -202,6 +202,7 @@ pub enum Builtin {
     ClockMs,
     JsonInt,
     JsonStr,
+    AotSchema,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -238,10 +239,13 @@ pub enum Op {
         function: String,
         label: String,
     },
-    /// LLM site: the result of an LLM function.
+    /// LLM site: the result of an LLM function. A function returning `Json` with a
+    /// `schema: Json` parameter passes that schema: the model's answer must match it.
     Produce {
         site: SiteId,
         ctx: ValueId,
+        #[serde(default)]
+        schema: Option<ValueId>,
     },
     /// LLM site: the `_` arguments of a call, all at once; then `Arg` reads each.
     Fill {
@@ -340,10 +344,13 @@ impl Op {
             | Op::List(args)
             | Op::Struct(_, args) => out.extend(args),
             Op::Inject { ctx, value, .. } => out.extend([*ctx, *value]),
-            Op::Produce { ctx, .. }
-            | Op::Fill { ctx, .. }
-            | Op::Choose { ctx, .. }
-            | Op::Decide { ctx, .. } => out.push(*ctx),
+            Op::Produce { ctx, schema, .. } => {
+                out.push(*ctx);
+                out.extend(schema);
+            }
+            Op::Fill { ctx, .. } | Op::Choose { ctx, .. } | Op::Decide { ctx, .. } => {
+                out.push(*ctx)
+            }
             Op::ParallelFor { list, captures, .. } => {
                 out.push(*list);
                 out.extend(captures);

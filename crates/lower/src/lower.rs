@@ -96,6 +96,7 @@ fn builtin(b: hir::Builtin) -> Builtin {
         hir::Builtin::ClockMs => Builtin::ClockMs,
         hir::Builtin::JsonInt => Builtin::JsonInt,
         hir::Builtin::JsonStr => Builtin::JsonStr,
+        hir::Builtin::AotSchema => Builtin::AotSchema,
     }
 }
 
@@ -505,7 +506,21 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     },
                     span,
                 );
-                self.emit(Op::Produce { site, ctx }, ret_ty, Some(self.src(span)))
+                // A `Json` result asked for against a schema the program passes in.
+                let schema = (ret_ty == Type::Json)
+                    .then(|| {
+                        self.f
+                            .params
+                            .iter()
+                            .position(|p| p.name == "schema" && p.ty == Type::Json)
+                    })
+                    .flatten()
+                    .map(|local| self.emit(Op::Load(local as LocalId), Type::Json, None));
+                self.emit(
+                    Op::Produce { site, ctx, schema },
+                    ret_ty,
+                    Some(self.src(span)),
+                )
             }
         };
         self.terminate(Terminator::Return(result));

@@ -180,7 +180,16 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
                     function,
                     label,
                 } => format!("inject v{ctx}, v{value} from {function} as {label:?}"),
-                Op::Produce { site, ctx } => format!("llm.produce s{site}, v{ctx}"),
+                Op::Produce {
+                    site,
+                    ctx,
+                    schema: None,
+                } => format!("llm.produce s{site}, v{ctx}"),
+                Op::Produce {
+                    site,
+                    ctx,
+                    schema: Some(schema),
+                } => format!("llm.produce s{site}, v{ctx}, schema v{schema}"),
                 Op::Fill { site, ctx } => format!("llm.fill s{site}, v{ctx}"),
                 Op::Choose { site, ctx } => format!("llm.choose s{site}, v{ctx}"),
                 Op::Decide { site, ctx } => format!("llm.decide s{site}, v{ctx}"),

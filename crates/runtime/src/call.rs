@@ -347,6 +347,48 @@ impl Runtime {
         Ok(self.ask(site, request, &shape).await?.value)
     }
 
+    /// A `Json` result that must match `schema`, a JSON Schema the program built (the
+    /// `aot` prelude's plan schema over the offered tools, say). A schema whose root is
+    /// not an object is asked for as `{"value": …}`.
+    pub async fn produce_matching(
+        &self,
+        site: &CallSite,
+        ctx: &Context,
+        function: &str,
+        schema: &JsonValue,
+    ) -> Result<Value, RuntimeError> {
+        if let Err(e) = self.validator(schema) {
+            return Err(RuntimeError::new(
+                ErrorKind::BadSchema,
+                Some(site),
+                format!("the schema passed to `{function}` is not a JSON Schema: {e}"),
+            ));
+        }
+        let object = schema.get("type").and_then(JsonValue::as_str) == Some("object");
+        let (schema, root) = if object {
+            (schema.clone(), TypeDesc::Json)
+        } else {
+            (
+                schema::object(vec![("value".to_owned(), schema.clone())]),
+                synthetic_struct(WRAPPER, vec![("value".to_owned(), None, TypeDesc::Json)]),
+            )
+        };
+        let instruction = format!(
+            "Respond with the result of `{function}`: JSON that matches the schema{}.",
+            if object { "" } else { ", as {\"value\": …}" }
+        );
+        let (request, shape) = self.request(
+            ctx,
+            instruction,
+            format!("{function}_result"),
+            schema,
+            CallKind::Produce,
+            root,
+            Vec::new(),
+        );
+        Ok(self.ask(site, request, &shape).await?.value)
+    }
+
     pub async fn fill_args(
         &self,
         site: &CallSite,

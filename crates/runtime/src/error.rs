@@ -40,6 +40,8 @@ pub enum ErrorKind {
     Budget,
     /// The replay transcript has no answer for the request.
     NotRecorded,
+    /// The program asked for an answer against a schema that is not a JSON Schema.
+    BadSchema,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -222,20 +222,21 @@ fn base_script() -> HashMap<&'static str, Vec<Value>> {
             vec![json!({ "value": "Agents as programs make runs repeatable." })],
         ),
         (
-            // The first plan uses a tool that is not offered and a result it does not
-            // depend on; the second, written after seeing those defects, is valid.
+            // The first plan fits the schema but uses a result it does not depend on
+            // (and forgets the subtraction); the second, written after seeing its
+            // defect, is valid.
             "write_plan_result",
             vec![
                 json!({ "atoms": [
-                    { "id": 1, "kind": "tool", "name": "sum", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": [] },
-                    { "id": 2, "kind": "tool", "name": "multiply", "input": "{\"a\": \"<result_of_1>\", \"b\": 3}", "dependsOn": [] },
-                    { "id": 3, "kind": "final", "name": "report", "input": "{}", "dependsOn": [2] }
+                    { "id": 1, "kind": "tool", "name": "add", "input": {"a": 15, "b": 7}, "dependsOn": [] },
+                    { "id": 2, "kind": "tool", "name": "multiply", "input": {"a": "<result_of_1>", "b": 3}, "dependsOn": [] },
+                    { "id": 3, "kind": "final", "name": "report", "dependsOn": [2] }
                 ] }),
                 json!({ "atoms": [
-                    { "id": 1, "kind": "tool", "name": "add", "input": "{\"a\": 15, \"b\": 7}", "dependsOn": [] },
-                    { "id": 2, "kind": "tool", "name": "multiply", "input": "{\"a\": \"<result_of_1>\", \"b\": 3}", "dependsOn": [1] },
-                    { "id": 3, "kind": "tool", "name": "subtract", "input": "{\"a\": \"<result_of_2>\", \"b\": 10}", "dependsOn": [2] },
-                    { "id": 4, "kind": "final", "name": "report", "input": "{}", "dependsOn": [3] }
+                    { "id": 1, "kind": "tool", "name": "add", "input": {"a": 15, "b": 7}, "dependsOn": [] },
+                    { "id": 2, "kind": "tool", "name": "multiply", "input": {"a": "<result_of_1>", "b": 3}, "dependsOn": [1] },
+                    { "id": 3, "kind": "tool", "name": "subtract", "input": {"a": "<result_of_2>", "b": 10}, "dependsOn": [2] },
+                    { "id": 4, "kind": "final", "name": "report", "dependsOn": [3] }
                 ] }),
             ],
         ),
