@@ -102,6 +102,19 @@ pub fn int_op(
     }
 }
 
+/// The values of a `parallel for`, or its first failure in index order.
+pub(crate) fn collect_iterations(
+    results: Vec<Option<Result<Value, ExecError>>>,
+) -> Result<Vec<Value>, ExecError> {
+    if let Some(e) = results.iter().flatten().find_map(|r| r.as_ref().err()) {
+        return Err(e.clone());
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(err("a parallel iteration panicked", None))))
+        .collect()
+}
+
 /// The evaluator as seen by builtins that call sap functions (the `aot` executor).
 struct EvalEngine<'e, 'h> {
     eval: &'e Evaluator<'h>,
@@ -403,40 +416,17 @@ impl<'h> Evaluator<'h> {
         items: &[Value],
         depth: u32,
     ) -> Result<Vec<Value>, ExecError> {
-        let width = self.host.limits.concurrency.max(1);
-        let mut results: Vec<Option<Result<Value, ExecError>>> =
-            (0..items.len()).map(|_| None).collect();
-        for (chunk_index, chunk) in items.chunks(width).enumerate() {
-            let outcomes: Vec<Result<Value, ExecError>> = std::thread::scope(|scope| {
-                let handles: Vec<_> = chunk
-                    .iter()
-                    .map(|item| {
-                        let mut args = captured.to_vec();
-                        args.push(Slot::Val(item.clone()));
-                        std::thread::Builder::new()
-                            .stack_size(64 << 20)
-                            .spawn_scoped(scope, move || {
-                                self.call(body, args, depth + 1).map(|s| s.val().clone())
-                            })
-                            .expect("spawn a parallel iteration")
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(err("a parallel iteration panicked", None)))
-                    })
-                    .collect()
-            });
-            for (i, outcome) in outcomes.into_iter().enumerate() {
-                results[chunk_index * width + i] = Some(outcome);
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(err("internal: missing iteration", None))))
-            .collect()
+        let results = crate::sliding_window(
+            items.len(),
+            self.host.limits.concurrency,
+            |i| {
+                let mut args = captured.to_vec();
+                args.push(Slot::Val(items[i].clone()));
+                self.call(body, args, depth + 1).map(|s| s.val().clone())
+            },
+            Result::is_err,
+        );
+        collect_iterations(results)
     }
 
     fn binary(

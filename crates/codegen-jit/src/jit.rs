@@ -1105,6 +1105,12 @@ struct SendPtr(*const u8);
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
+impl SendPtr {
+    fn get(&self) -> *const u8 {
+        self.0
+    }
+}
+
 impl JitProgram {
     fn trampoline(&self, f: FuncId) -> Trampoline {
         // SAFETY: every trampoline was compiled with this signature.
@@ -1156,69 +1162,42 @@ impl JitProgram {
         captured: &[i64],
         items: &[Value],
     ) -> Result<Vec<Value>, ExecError> {
-        let width = host.limits.concurrency.max(1);
         let body = SendPtr(self.trampolines[desc.body as usize]);
         let depth = env.depth;
         let remaining = env.max_iterations.saturating_sub(env.iterations);
-        let mut results: Vec<Result<Value, ExecError>> = Vec::with_capacity(items.len());
-        let mut used = 0;
-        for chunk in items.chunks(width) {
-            let outcomes: Vec<(Result<Value, ExecError>, u64)> = std::thread::scope(|scope| {
-                let handles: Vec<_> = chunk
-                    .iter()
-                    .map(|item| {
-                        let body = &body;
-                        let captured = captured.to_vec();
-                        std::thread::Builder::new()
-                            .stack_size(64 << 20)
-                            .spawn_scoped(scope, move || {
-                                let mut child = Env::new(host, self);
-                                child.depth = depth;
-                                child.max_iterations = remaining;
-                                let mut args = captured;
-                                args.push(from_value(&desc.elem, item.clone()));
-                                // SAFETY: the body's trampoline takes captures then the element.
-                                let tramp =
-                                    unsafe { std::mem::transmute::<*const u8, Trampoline>(body.0) };
-                                let raw = unsafe { tramp(&mut child, args.as_ptr()) };
-                                if desc.elem.is_heap() {
-                                    sap_release(*args.last().expect("the element"));
-                                }
-                                let outcome = if child.failed != 0 {
-                                    Err(child.error.take().unwrap_or_else(|| {
-                                        ExecError::new("a parallel iteration failed", desc.span)
-                                    }))
-                                } else {
-                                    let v = to_value(host, &desc.result, raw);
-                                    if desc.result.is_heap() {
-                                        sap_release(raw);
-                                    }
-                                    Ok(v)
-                                };
-                                (outcome, child.iterations)
-                            })
-                            .expect("spawn a parallel iteration")
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            (
-                                Err(ExecError::new("a parallel iteration panicked", desc.span)),
-                                0,
-                            )
-                        })
-                    })
-                    .collect()
-            });
-            for (outcome, iterations) in outcomes {
-                used += iterations;
-                results.push(outcome);
-            }
-        }
-        env.iterations = env.iterations.saturating_add(used);
-        results.into_iter().collect()
+        let used = std::sync::atomic::AtomicU64::new(0);
+        let results = crate::sliding_window(
+            items.len(),
+            host.limits.concurrency,
+            |i| {
+                let mut child = Env::new(host, self);
+                child.depth = depth;
+                child.max_iterations = remaining;
+                let mut args = captured.to_vec();
+                args.push(from_value(&desc.elem, items[i].clone()));
+                // SAFETY: the body's trampoline takes the captures, then the element.
+                let tramp = unsafe { std::mem::transmute::<*const u8, Trampoline>(body.get()) };
+                let raw = unsafe { tramp(&mut child, args.as_ptr()) };
+                if desc.elem.is_heap() {
+                    sap_release(*args.last().expect("the element"));
+                }
+                used.fetch_add(child.iterations, std::sync::atomic::Ordering::Relaxed);
+                if child.failed != 0 {
+                    Err(child.error.take().unwrap_or_else(|| {
+                        ExecError::new("a parallel iteration failed", desc.span)
+                    }))
+                } else {
+                    let v = to_value(host, &desc.result, raw);
+                    if desc.result.is_heap() {
+                        sap_release(raw);
+                    }
+                    Ok(v)
+                }
+            },
+            Result::is_err,
+        );
+        env.iterations = env.iterations.saturating_add(used.into_inner());
+        crate::eval::collect_iterations(results)
     }
 }
 
