@@ -383,3 +383,25 @@ fn errors_do_not_stop_the_server_and_utf8_is_negotiated() {
     );
     client.stop();
 }
+
+/// The prelude modules are there in the editor: no "unknown module", hover shows their
+/// documentation, and go-to-definition declines (there is no file to open).
+#[test]
+fn the_prelude_is_known_to_the_editor() {
+    let uri = "file:///tmp/sap-lsp-test/prelude_user.sap";
+    let text = "use aot\n\nextern fn add(a: i64, b: i64) -> i64;\n\nfn main(ctx: Context) -> () {\n    print(to_string(aot::solve(ctx, \"1 + 2\", [add])))\n}\n";
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(uri, text);
+    assert_eq!(client.diagnostics(uri, 1), Vec::<Value>::new());
+    // `solve` in `aot::solve` on line 5.
+    let hover = client.at("textDocument/hover", uri, 5, 26);
+    let shown = hover["contents"]["value"].as_str().unwrap_or_default();
+    assert!(
+        shown.contains("fn solve(ctx: Context, request: String, tools: List<Tool>) -> Json"),
+        "{hover}"
+    );
+    assert!(shown.contains("the model writes the plan"), "{shown}");
+    let def = client.at("textDocument/definition", uri, 5, 26);
+    assert_eq!(def, Value::Null);
+    client.stop();
+}
