@@ -155,6 +155,16 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
     flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    // The IR verifier checks our code generator; tests (debug builds) keep it, release
+    // builds skip its cost at start-up.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    flags
+        .set("enable_verifier", verify)
+        .map_err(|e| e.to_string())?;
     let isa = cranelift_native::builder()
         .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
         .finish(settings::Flags::new(flags))

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::Db;
 use crate::defs::fn_signature;
 use crate::infer::{Callee, check_body};
-use crate::items::{Item, ItemKind, Workspace, file_items};
+use crate::items::{Item, ItemKind, Workspace, file_items, program_files};
 
 /// Ordered: a function is as effectful as the most effectful thing it may call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, salsa::SalsaValue)]
@@ -23,7 +23,7 @@ pub enum FnKind {
 pub fn function_kinds<'db>(db: &'db dyn Db, workspace: Workspace) -> HashMap<Item<'db>, FnKind> {
     let mut kinds: HashMap<Item<'db>, FnKind> = HashMap::new();
     let mut callees: Vec<(Item<'db>, Vec<Item<'db>>)> = Vec::new();
-    for &file in workspace.files(db) {
+    for &file in program_files(db, workspace) {
         for &item in &file_items(db, file).items {
             match item.kind(db) {
                 ItemKind::ExternFn => {

@@ -250,6 +250,41 @@ pub fn module_scope<'db>(db: &'db dyn Db, file: SourceFile) -> ModuleScope<'db> 
     scope
 }
 
+/// The program's files and the prelude modules it uses, directly or through another
+/// prelude module, in workspace order. A prelude module nothing names (`use m` or
+/// `m::`) is neither classified, lowered nor compiled.
+#[salsa::tracked(returns(ref))]
+pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
+    let all = workspace.files(db);
+    let is_prelude = |f: &SourceFile| f.path(db).starts_with("<prelude>/");
+    let mut included: Vec<SourceFile> = all.iter().copied().filter(|f| !is_prelude(f)).collect();
+    let mut i = 0;
+    while i < included.len() {
+        let file = included[i];
+        let text = file.text(db);
+        let uses: Vec<String> = file_items(db, file)
+            .items
+            .iter()
+            .filter_map(|item| match &item.ast(db).kind {
+                ast::ItemKind::Use(u) => u.path.segments.first().map(|s| s.name.clone()),
+                _ => None,
+            })
+            .collect();
+        for p in all.iter().copied().filter(is_prelude) {
+            let name = p.module_name(db);
+            let used = uses.contains(&name) || text.contains(&format!("{name}::"));
+            if used && !included.contains(&p) {
+                included.push(p);
+            }
+        }
+        i += 1;
+    }
+    all.iter()
+        .copied()
+        .filter(|f| included.contains(f))
+        .collect()
+}
+
 /// Module name → file, for `use`.
 #[salsa::tracked(returns(ref))]
 pub fn workspace_modules(db: &dyn Db, workspace: Workspace) -> BTreeMap<String, SourceFile> {

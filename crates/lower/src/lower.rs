@@ -15,7 +15,7 @@ use crate::ir::*;
 /// Lowers every function of the workspace. `None` when a file has errors: lowering
 /// assumes a program that checks.
 pub fn lower_workspace(db: &Database) -> Option<Module> {
-    let files = used_files(db, db.workspace().files(db));
+    let files = hir::items::program_files(db, db.workspace()).clone();
     for &file in &files {
         if hir::check_file(db, file).iter().any(|d| d.is_error()) {
             return None;
@@ -23,40 +23,6 @@ pub fn lower_workspace(db: &Database) -> Option<Module> {
     }
     let mut cx = ModuleLower::new(db, &files);
     Some(cx.run())
-}
-
-/// The program's files and the prelude modules it uses, directly or through another
-/// prelude module, in workspace order: a program that does not use `aot` does not carry
-/// (or compile) it.
-fn used_files(db: &Database, all: &[hir::SourceFile]) -> Vec<hir::SourceFile> {
-    let is_prelude = |f: &hir::SourceFile| f.path(db).starts_with("<prelude>/");
-    let mut included: Vec<hir::SourceFile> =
-        all.iter().copied().filter(|f| !is_prelude(f)).collect();
-    let mut i = 0;
-    while i < included.len() {
-        let file = included[i];
-        let text = file.text(db);
-        let uses: Vec<String> = hir::file_items(db, file)
-            .items
-            .iter()
-            .filter_map(|item| match &item.ast(db).kind {
-                ast::ItemKind::Use(u) => u.path.segments.first().map(|s| s.name.clone()),
-                _ => None,
-            })
-            .collect();
-        for p in all.iter().copied().filter(is_prelude) {
-            let name = p.module_name(db);
-            let used = uses.contains(&name) || text.contains(&format!("{name}::"));
-            if used && !included.contains(&p) {
-                included.push(p);
-            }
-        }
-        i += 1;
-    }
-    all.iter()
-        .copied()
-        .filter(|f| included.contains(f))
-        .collect()
 }
 
 struct ModuleLower<'db> {
