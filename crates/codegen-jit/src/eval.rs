@@ -416,7 +416,7 @@ impl<'h> Evaluator<'h> {
         items: &[Value],
         depth: u32,
     ) -> Result<Vec<Value>, ExecError> {
-        let results = crate::sliding_window(
+        let results = runtime::window::sliding_window(
             items.len(),
             self.host.limits.concurrency,
             |i| {

@@ -517,7 +517,7 @@ impl Host {
         };
         let options = aot::ExecOptions {
             retries: u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
-            parallel: true,
+            width: self.limits.concurrency,
         };
         let run = aot::execute(&plan, &sigs, &call, &options).map_err(|f| err(f.to_string()))?;
         Ok(Value::Json(Arc::new(run.answer)))

@@ -1176,7 +1176,7 @@ impl JitProgram {
         let depth = env.depth;
         let remaining = env.max_iterations.saturating_sub(env.iterations);
         let used = std::sync::atomic::AtomicU64::new(0);
-        let results = crate::sliding_window(
+        let results = runtime::window::sliding_window(
             items.len(),
             host.limits.concurrency,
             |i| {

@@ -653,15 +653,15 @@ impl<F: Fn(&ToolSig, Vec<Value>) -> ToolResult + Sync> ToolHost for F {
 pub struct ExecOptions {
     /// Extra attempts for an atom whose tool fails.
     pub retries: u32,
-    /// Run the atoms of one layer on threads.
-    pub parallel: bool,
+    /// How many atoms of a layer run at once (1: one after another).
+    pub width: usize,
 }
 
 impl Default for ExecOptions {
     fn default() -> Self {
         ExecOptions {
             retries: 0,
-            parallel: true,
+            width: 16,
         }
     }
 }
@@ -797,30 +797,18 @@ pub fn execute(
             .copied()
             .filter(|&i| plan.atoms[i].kind == AtomKind::Tool)
             .collect();
-        let outcomes: Vec<_> = if options.parallel && tool_atoms.len() > 1 {
-            std::thread::scope(|s| {
-                // Tools may be compiled sap code that recurses: give each a big stack.
-                let handles: Vec<_> = tool_atoms
-                    .iter()
-                    .map(|&i| {
-                        std::thread::Builder::new()
-                            .stack_size(64 << 20)
-                            .spawn_scoped(s, move || run_one(i))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .zip(&tool_atoms)
-                    .map(|(h, &i)| {
-                        h.map_err(|e| format!("cannot start a thread: {e}"))
-                            .and_then(|h| h.join().map_err(|_| "the tool panicked".to_owned()))
-                            .unwrap_or_else(|e| (i, Err((e, 1))))
-                    })
-                    .collect()
-            })
-        } else {
-            tool_atoms.iter().map(|&i| run_one(i)).collect()
-        };
+        // Tools may be compiled sap code that recurses: the window's threads have big
+        // stacks. Every atom of the layer runs (the first failure in plan order wins).
+        let outcomes: Vec<_> = crate::window::sliding_window(
+            tool_atoms.len(),
+            options.width,
+            |k| run_one(tool_atoms[k]),
+            |_| false,
+        )
+        .into_iter()
+        .zip(&tool_atoms)
+        .map(|(o, &i)| o.unwrap_or_else(|| (i, Err(("the tool panicked".to_owned(), 1)))))
+        .collect();
         let mut failure = None;
         for (i, outcome) in outcomes {
             let atom = &plan.atoms[i];

@@ -24,6 +24,7 @@ pub mod schema;
 pub mod trace;
 pub mod types;
 pub mod value;
+pub mod window;
 
 pub use budget::{Budgets, RunStats};
 pub use call::{Runtime, RuntimeConfig};

@@ -222,7 +222,7 @@ fn a_failing_atom_is_retried() {
     };
     let options = ExecOptions {
         retries: 2,
-        parallel: true,
+        ..ExecOptions::default()
     };
     let run = aot::execute(&plan, &calculator(), &flaky, &options).expect("third attempt works");
     assert_eq!(run.answer, json!(56));
