@@ -331,3 +331,69 @@ fn plans_are_drawn_as_dot_and_mermaid() {
     assert!(aot::to_dot(&quoted).contains(r#"label="1: shout(text='say \"hi\"\n')""#));
     assert!(aot::to_mermaid(&quoted).contains(r#"a1["1: shout(text='say #quot;hi#quot; ')"]"#));
 }
+
+mod random_plans {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// An argument: a literal of some kind or a reference to a (maybe missing) atom.
+    fn argument() -> impl Strategy<Value = JsonValue> {
+        prop_oneof![
+            (-5i64..5).prop_map(|n| json!(n)),
+            (0i64..8).prop_map(|r| json!(format!("<result_of_{r}>"))),
+            Just(json!("text")),
+            Just(json!(null)),
+            Just(json!([1, "<result_of_2>"])),
+        ]
+    }
+
+    fn atom() -> impl Strategy<Value = JsonValue> {
+        (
+            0i64..8,
+            prop_oneof![Just("tool"), Just("final"), Just("other")],
+            prop_oneof![Just("add"), Just("divide"), Just("shout"), Just("nope")],
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("a".to_owned()),
+                    Just("b".to_owned()),
+                    Just("text".to_owned())
+                ],
+                argument(),
+                0..3,
+            ),
+            proptest::option::of(proptest::collection::vec(-1i64..8, 0..3)),
+        )
+            .prop_map(|(id, kind, name, input, depends)| {
+                let mut atom = json!({ "id": id, "kind": kind, "name": name, "input": input });
+                if let Some(d) = depends {
+                    atom["dependsOn"] = json!(d);
+                }
+                atom
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Any plan is either rejected with located defects or runs to an answer or an
+        /// atom's failure: no panic, no hang.
+        #[test]
+        fn any_plan_is_rejected_or_runs(atoms in proptest::collection::vec(atom(), 0..8)) {
+            let plan = json!({ "atoms": atoms });
+            let tools = calculator();
+            match aot::check(&plan, &tools) {
+                Err(errors) => prop_assert!(!errors.is_empty()),
+                Ok(plan) => {
+                    let _ = aot::to_dot(&plan);
+                    let _ = aot::to_mermaid(&plan);
+                    let layers = aot::layers(&plan);
+                    prop_assert_eq!(layers.iter().map(Vec::len).sum::<usize>(), plan.atoms.len());
+                    let text = |t: &ToolSig, args: Vec<Value>| -> aot::ToolResult {
+                        if t.name == "shout" { Ok(args[0].clone()) } else { calc(t, args) }
+                    };
+                    let _ = aot::execute(&plan, &tools, &text, &ExecOptions::default());
+                }
+            }
+        }
+    }
+}
