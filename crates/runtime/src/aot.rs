@@ -758,8 +758,8 @@ fn arguments(
 /// or its error and the attempts.
 type AtomOutcome = Result<(Value, Vec<Value>, u32), (String, u32)>;
 
-/// Runs a valid plan: layer by layer, the atoms of a layer concurrently when
-/// `options.parallel`; stops at the first failing atom (the lowest in plan order within
+/// Runs a valid plan: layer by layer, up to `options.width` atoms of a layer at once;
+/// stops at the first failing atom (the lowest in plan order within
 /// its layer) and runs the compensations of the atoms already done, newest first.
 pub fn execute(
     plan: &Plan,
