@@ -4,9 +4,14 @@
 //! (the number of model calls in sequence × the latency), and the prompt size per request
 //! compared with one unstructured prompt that accumulates everything the run saw.
 //!
+//! The server runs in its own process (this binary, started again with `FANOUT_SERVE`),
+//! as a model server would; prompt sizes are read from an in-process server.
+//!
 //! `cargo bench -p codegen-jit --bench fanout` (release). Figures go to
 //! docs/PERFORMANCE.md.
 
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,21 +52,15 @@ fn answer(user: &str) -> serde_json::Value {
         json!({ "value": [] })
     } else if user.contains("result of `run_subtask`") {
         json!({ "value": "a fact" })
+    } else if user.contains("result of `score`") {
+        json!({ "value": 1 })
     } else {
         json!({ "value": "all facts" })
     }
 }
 
-struct Outcome {
-    wall: Duration,
-    calls: usize,
-    mean_prompt_bytes: f64,
-    accumulated_bytes: usize,
-}
-
-fn run(source: &str, latency: Duration, tokio: &tokio::runtime::Runtime) -> Outcome {
-    let module = module(source);
-    let server = tokio.block_on(MockServer::start(move |request, _| {
+async fn start_server(latency: Duration) -> MockServer {
+    MockServer::start(move |request, _| {
         let body = request.json();
         let user = body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
         Reply::json(json!({
@@ -69,9 +68,56 @@ fn run(source: &str, latency: Duration, tokio: &tokio::runtime::Runtime) -> Outc
             "usage": { "prompt_tokens": user.len() / 4, "completion_tokens": 5 },
         }))
         .delayed(latency)
-    }));
+    })
+    .await
+}
+
+/// The server process: prints its URL, serves until its standard input closes.
+fn serve(latency_ms: u64) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = tokio.block_on(start_server(Duration::from_millis(latency_ms)));
+    println!("{}", server.url());
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}
+
+struct Remote {
+    child: Child,
+    url: String,
+}
+
+impl Remote {
+    fn start(latency: Duration) -> Remote {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("FANOUT_SERVE", latency.as_millis().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let mut url = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut url)
+            .unwrap();
+        Remote {
+            child,
+            url: url.trim().to_owned(),
+        }
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime_for(url: &str) -> Arc<Runtime> {
     let provider = OpenAiProvider::new(OpenAiConfig {
-        base_url: format!("{}/v1", server.url()),
+        base_url: format!("{url}/v1"),
         api_key: None,
         model: "bench".to_owned(),
         strict: true,
@@ -84,14 +130,18 @@ fn run(source: &str, latency: Duration, tokio: &tokio::runtime::Runtime) -> Outc
         },
     })
     .expect("provider");
-    let runtime = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
+    Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()))
+}
+
+/// Runs the program's `main` against the server at `url`; its wall time.
+fn run(module: &Arc<lower::ir::Module>, url: &str, tokio: &tokio::runtime::Runtime) -> Duration {
     let limits = Limits {
         concurrency: 1024,
         ..Limits::default()
     };
     let host = Host::new(
-        module,
-        Some(runtime),
+        module.clone(),
+        Some(runtime_for(url)),
         tokio.handle().clone(),
         Externs::default(),
         limits,
@@ -102,8 +152,21 @@ fn run(source: &str, latency: Duration, tokio: &tokio::runtime::Runtime) -> Outc
     let result = on_big_stack(|| program.run_main(&host));
     let wall = start.elapsed();
     result.expect("the benchmark program runs");
-    let requests = server.requests();
-    let prompts: Vec<String> = requests
+    wall
+}
+
+struct Prompts {
+    calls: usize,
+    mean_bytes: f64,
+    accumulated_bytes: usize,
+}
+
+/// What the program's calls sent, from an in-process server.
+fn prompts(module: &Arc<lower::ir::Module>, tokio: &tokio::runtime::Runtime) -> Prompts {
+    let server = tokio.block_on(start_server(Duration::ZERO));
+    run(module, &server.url(), tokio);
+    let prompts: Vec<String> = server
+        .requests()
         .iter()
         .map(|r| {
             r.json()["messages"][1]["content"]
@@ -116,40 +179,18 @@ fn run(source: &str, latency: Duration, tokio: &tokio::runtime::Runtime) -> Outc
     let mut lines: Vec<&str> = prompts.iter().flat_map(|p| p.lines()).collect();
     lines.sort_unstable();
     lines.dedup();
-    Outcome {
-        wall,
+    Prompts {
         calls: prompts.len(),
-        mean_prompt_bytes: prompts.iter().map(String::len).sum::<usize>() as f64
+        mean_bytes: prompts.iter().map(String::len).sum::<usize>() as f64
             / prompts.len().max(1) as f64,
         accumulated_bytes: lines.iter().map(|l| l.len() + 1).sum(),
     }
 }
 
 /// The floor: 200 concurrent calls straight through the runtime (no sap program, no
-/// threads), against the same kind of server.
-fn floor(latency: Duration, tokio: &tokio::runtime::Runtime) -> Duration {
-    let server = tokio.block_on(MockServer::start(move |_, _| {
-        Reply::json(json!({
-            "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{\"value\": 1}" }, "finish_reason": "stop" }],
-            "usage": { "prompt_tokens": 10, "completion_tokens": 2 },
-        }))
-        .delayed(latency)
-    }));
-    let provider = OpenAiProvider::new(OpenAiConfig {
-        base_url: format!("{}/v1", server.url()),
-        api_key: None,
-        model: "bench".to_owned(),
-        strict: true,
-        stream: false,
-        temperature: None,
-        max_tokens: None,
-        http: HttpConfig {
-            concurrency: 1024,
-            ..HttpConfig::default()
-        },
-    })
-    .expect("provider");
-    let rt = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
+/// threads), against the same server.
+fn floor(url: &str, tokio: &tokio::runtime::Runtime) -> Duration {
+    let rt = runtime_for(url);
     let started = Instant::now();
     tokio.block_on(async {
         let tasks: Vec<_> = (0..BRANCHES)
@@ -173,7 +214,17 @@ fn floor(latency: Duration, tokio: &tokio::runtime::Runtime) -> Duration {
     started.elapsed()
 }
 
+/// A warm-up, then the best of three.
+fn best(mut f: impl FnMut() -> Duration) -> Duration {
+    let _ = f();
+    (0..3).map(|_| f()).min().unwrap()
+}
+
 fn main() {
+    if let Ok(ms) = std::env::var("FANOUT_SERVE") {
+        serve(ms.parse().expect("a latency in milliseconds"));
+        return;
+    }
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -190,39 +241,35 @@ fn main() {
     // anot: exploration (one choice), the plan, then the 200 judgements in parallel.
     // got: the subtasks, 200 prerequisites in parallel, the layer of 200 in parallel,
     // the synthesis.
-    let cases = [
-        ("anot phase 3: 200 items", anot.as_str(), 3u32),
-        ("got layer: 200 subtasks", got, 4),
+    let cases: Vec<(&str, Arc<lower::ir::Module>, u32)> = vec![
+        ("anot phase 3: 200 items", module(&anot), 3),
+        ("got layer: 200 subtasks", module(got), 4),
     ];
+    let sizes: Vec<Prompts> = cases.iter().map(|(_, m, _)| prompts(m, &tokio)).collect();
     println!(
         "| fan-out | latency | model calls | wall | critical path | ratio | mean prompt | one accumulated prompt |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for latency in LATENCIES {
+        let server = Remote::start(latency);
         let ms = latency.as_secs_f64() * 1000.0;
-        let _ = floor(latency, &tokio);
-        let base = (0..3).map(|_| floor(latency, &tokio)).min().unwrap();
+        let base = best(|| floor(&server.url, &tokio));
         println!(
             "| floor: 200 concurrent runtime calls, no program | {ms:.0} ms | 200 | {:.0} ms | {ms:.0} ms | {:.2}× | | |",
             base.as_secs_f64() * 1000.0,
             base.as_secs_f64() / latency.as_secs_f64()
         );
-        for (name, source, sequential) in cases {
-            // A warm-up run, then the best of three.
-            let _ = run(source, latency, &tokio);
-            let best = (0..3)
-                .map(|_| run(source, latency, &tokio))
-                .min_by_key(|o| o.wall)
-                .unwrap();
-            let bound = latency * sequential;
+        for ((name, module, sequential), size) in cases.iter().zip(&sizes) {
+            let wall = best(|| run(module, &server.url, &tokio));
+            let bound = latency * *sequential;
             println!(
                 "| {name} | {ms:.0} ms | {} | {:.0} ms | {:.0} ms | {:.2}× | {:.0} tokens | {:.0} tokens |",
-                best.calls,
-                best.wall.as_secs_f64() * 1000.0,
+                size.calls,
+                wall.as_secs_f64() * 1000.0,
                 bound.as_secs_f64() * 1000.0,
-                best.wall.as_secs_f64() / bound.as_secs_f64(),
-                best.mean_prompt_bytes / 4.0,
-                best.accumulated_bytes as f64 / 4.0,
+                wall.as_secs_f64() / bound.as_secs_f64(),
+                size.mean_bytes / 4.0,
+                size.accumulated_bytes as f64 / 4.0,
             );
         }
     }
