@@ -209,17 +209,14 @@ pub fn run(args: RunArgs) -> u8 {
 
 fn run_inner(args: &RunArgs) -> Result<u8, String> {
     let config = load_config(&args.file)?;
-    let bytes = std::fs::read(&args.file)
-        .map_err(|e| format!("cannot read `{}`: {e}", args.file.display()))?;
-    let source = SourceText::new(args.file.display().to_string(), bytes);
-    if source.invalid_utf8_at.is_some() {
-        Printer::new(crate::Format::Human).print(&source, &source.utf8_diagnostics());
-        return Ok(exit::ERRORS);
-    }
-    let key = cache::key(&[(&source.name, &source.text)]);
+    let program = match load_program(&args.file)? {
+        Ok(program) => program,
+        Err(code) => return Ok(code),
+    };
+    let key = program.cache_key();
     let (module, from_cache) = match cache::load(&key) {
         Some(module) => (Arc::new(module), true),
-        None => match compile(&source)? {
+        None => match compile(&program)? {
             Ok(module) => (Arc::new(module), false),
             Err(code) => return Ok(code),
         },
@@ -283,7 +280,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     } else {
         None
     };
-    let texts = file_texts(&module, &source);
+    let texts = file_texts(&module, &program);
     let host = Host::new(
         module,
         runtime.clone(),
@@ -344,15 +341,131 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     }
 }
 
+/// A program: its main file and the modules beside it that it uses (`use m` or `m::`
+/// names `m.sap` in the same directory), transitively; a module there shadows a prelude
+/// module of the same name.
+pub struct Program {
+    pub main: SourceText,
+    pub modules: Vec<SourceText>,
+}
+
+impl Program {
+    fn files(&self) -> impl Iterator<Item = &SourceText> {
+        self.modules.iter().chain(std::iter::once(&self.main))
+    }
+
+    fn cache_key(&self) -> String {
+        let inputs: Vec<(&str, &str)> = self
+            .files()
+            .map(|s| (s.name.as_str(), s.text.as_str()))
+            .collect();
+        cache::key(&inputs)
+    }
+}
+
+fn read_source(path: &Path) -> Result<SourceText, String> {
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    Ok(SourceText::new(path.display().to_string(), bytes))
+}
+
+/// Whether `text` names module `m`: `use m` or `m::`, at a word boundary.
+fn names_module(text: &str, m: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(at) = text[from..].find(m) {
+        let start = from + at;
+        let end = start + m.len();
+        from = end;
+        if text[..start].chars().next_back().is_some_and(ident) {
+            continue;
+        }
+        let rest = &text[end..];
+        if rest.starts_with("::") {
+            return true;
+        }
+        let before = text[..start].trim_end();
+        if before.ends_with("use")
+            && !before[..before.len() - 3]
+                .chars()
+                .next_back()
+                .is_some_and(ident)
+            && !rest.chars().next().is_some_and(ident)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Reads the program at `path` and the sibling modules it uses. A file that is not
+/// UTF-8 has its diagnostic printed and gives the exit status.
+pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
+    let main = read_source(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut siblings: Vec<(String, PathBuf)> = std::fs::read_dir(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })
+    .map(|entries| {
+        entries
+            .flatten()
+            .map(|e| dir.join(e.file_name()))
+            .filter(|p| p.extension().is_some_and(|x| x == "sap") && p.as_path() != path)
+            .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
+            .collect()
+    })
+    .unwrap_or_default();
+    siblings.sort();
+    let mut program = Program {
+        main,
+        modules: Vec::new(),
+    };
+    let mut scanned = 0;
+    let mut texts: Vec<String> = vec![program.main.text.clone()];
+    while scanned < texts.len() {
+        let text = texts[scanned].clone();
+        scanned += 1;
+        for (name, sibling) in &siblings {
+            let taken = program
+                .modules
+                .iter()
+                .any(|m| m.name == sibling.display().to_string());
+            if !taken && names_module(&text, name) {
+                let source = read_source(sibling)?;
+                texts.push(source.text.clone());
+                program.modules.push(source);
+            }
+        }
+    }
+    for source in program.files() {
+        if source.invalid_utf8_at.is_some() {
+            Printer::new(crate::Format::Human).print(source, &source.utf8_diagnostics());
+            return Ok(Err(exit::ERRORS));
+        }
+    }
+    Ok(Ok(program))
+}
+
 /// Checks and lowers a program; its diagnostics are printed, and a program with errors
 /// gives the exit status instead of a module.
-pub fn compile(source: &SourceText) -> Result<Result<lower::ir::Module, u8>, String> {
+pub fn compile(program: &Program) -> Result<Result<lower::ir::Module, u8>, String> {
     let mut db = hir::Database::default();
     db.add_prelude();
-    let file = db.add_file(source.name.clone(), source.text.clone());
-    let diagnostics = hir::check_file(&db, file).clone();
-    if diagnostics.iter().any(|d| d.is_error()) {
-        Printer::new(crate::Format::Human).print(source, &diagnostics);
+    let files: Vec<(&SourceText, hir::SourceFile)> = program
+        .files()
+        .map(|s| (s, db.add_file(s.name.clone(), s.text.clone())))
+        .collect();
+    let mut errors = false;
+    for (source, file) in files {
+        let diagnostics = hir::check_file(&db, file).clone();
+        if diagnostics.iter().any(|d| d.is_error()) {
+            Printer::new(crate::Format::Human).print(source, &diagnostics);
+            errors = true;
+        }
+    }
+    if errors {
         return Ok(Err(exit::ERRORS));
     }
     lower::lower_workspace(&db)
@@ -363,14 +476,11 @@ pub fn compile(source: &SourceText) -> Result<Result<lower::ir::Module, u8>, Str
 /// `sapc build`: check, lower, and store the module in the cache.
 pub fn build(file: &Path) -> u8 {
     let result = (|| -> Result<u8, String> {
-        let bytes =
-            std::fs::read(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-        let source = SourceText::new(file.display().to_string(), bytes);
-        if source.invalid_utf8_at.is_some() {
-            Printer::new(crate::Format::Human).print(&source, &source.utf8_diagnostics());
-            return Ok(exit::ERRORS);
-        }
-        let key = cache::key(&[(&source.name, &source.text)]);
+        let program = match load_program(file)? {
+            Ok(program) => program,
+            Err(code) => return Ok(code),
+        };
+        let key = program.cache_key();
         if cache::load(&key).is_some() {
             eprintln!(
                 "{} is up to date in the build cache ({key})",
@@ -378,7 +488,7 @@ pub fn build(file: &Path) -> u8 {
             );
             return Ok(exit::OK);
         }
-        let module = match compile(&source)? {
+        let module = match compile(&program)? {
             Ok(module) => module,
             Err(code) => return Ok(code),
         };
@@ -395,14 +505,14 @@ pub fn build(file: &Path) -> u8 {
     }
 }
 
-/// The name and text of each file of the module, by its index: the program's own file
+/// The name and text of each file of the module, by its index: the program's own files
 /// and the prelude modules it uses.
-fn file_texts(module: &lower::ir::Module, source: &SourceText) -> Vec<Option<(String, String)>> {
+fn file_texts(module: &lower::ir::Module, program: &Program) -> Vec<Option<(String, String)>> {
     module
         .files
         .iter()
         .map(|name| {
-            if *name == source.name {
+            if let Some(source) = program.files().find(|s| s.name == *name) {
                 return Some((name.clone(), source.text.clone()));
             }
             let module_name = name.strip_prefix("<prelude>/")?.strip_suffix(".sap")?;

@@ -380,6 +380,51 @@ fn runtime_errors_are_located_with_the_call_stack() {
     );
 }
 
+/// `sapc run main.sap` brings in the modules beside it that the program uses (a sibling
+/// it does not use, even a broken one, stays out), and errors in them are located there.
+#[test]
+fn a_program_uses_the_modules_beside_it() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-multi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("main.sap"),
+        "use helpers\n\nfn main() -> () {\n    print(to_string(helpers::triple(4)))\n    print(to_string(helpers::ratio(1, 0)))\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("helpers.sap"),
+        "fn triple(x: i64) -> i64 { shapes::double(x) + x }\nfn ratio(a: i64, b: i64) -> i64 { a / b }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("shapes.sap"),
+        "fn double(x: i64) -> i64 { x * 2 }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("broken.sap"), "fn oops( -> {\n").unwrap();
+    let out = sapc(&["run", dir.join("main.sap").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "12\n", "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("helpers.sap:2:35"), "{stderr}");
+    assert!(
+        stderr.contains("in `main` at") && stderr.contains("main.sap:5:21"),
+        "{stderr}"
+    );
+
+    // An error in a used module is reported in that module.
+    std::fs::write(
+        dir.join("shapes.sap"),
+        "fn double(x: i64) -> i64 { x * \"2\" }\n",
+    )
+    .unwrap();
+    let out = sapc(&["run", dir.join("main.sap").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("shapes.sap:1:"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_program_that_calls_the_model_needs_a_provider() {
     let dir = std::env::temp_dir().join(format!("sapc-run-np-{}", std::process::id()));
