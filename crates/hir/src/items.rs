@@ -272,7 +272,11 @@ pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
             .collect();
         for p in all.iter().copied().filter(is_prelude) {
             let name = p.module_name(db);
-            let used = uses.contains(&name) || text.contains(&format!("{name}::"));
+            // A program's own module of that name shadows the prelude's.
+            let shadowed = all
+                .iter()
+                .any(|f| !is_prelude(f) && f.module_name(db) == name);
+            let used = !shadowed && (uses.contains(&name) || text.contains(&format!("{name}::")));
             if used && !included.contains(&p) {
                 included.push(p);
             }
