@@ -677,17 +677,21 @@ impl Host {
                 .map(|v| Value::Json(Arc::new(v)))
                 .map_err(err),
             (Builtin::Toposort, [Value::List(deps)]) => {
-                let deps: Vec<Vec<i64>> = deps
-                    .iter()
-                    .map(|d| match d {
-                        Value::List(items) => items
-                            .iter()
-                            .map(|v| if let Value::Int(n) = v { *n } else { -1 })
-                            .collect(),
-                        _ => Vec::new(),
-                    })
-                    .collect();
-                let layers = crate::toposort::layers(&deps).map_err(err)?;
+                // Flattened straight from the values: no list per node.
+                let mut offsets = Vec::with_capacity(deps.len() + 1);
+                let mut targets = Vec::with_capacity(deps.len() * 2);
+                offsets.push(0);
+                for d in deps.iter() {
+                    if let Value::List(items) = d {
+                        targets.extend(
+                            items
+                                .iter()
+                                .map(|v| if let Value::Int(n) = v { *n } else { -1 }),
+                        );
+                    }
+                    offsets.push(targets.len());
+                }
+                let layers = crate::toposort::layers_flat(&offsets, &targets).map_err(err)?;
                 let list =
                     |xs: Vec<i64>| Value::List(Arc::new(xs.into_iter().map(Value::Int).collect()));
                 Ok(Value::List(Arc::new(

@@ -1,19 +1,34 @@
 //! Parallel topological layers of a dependency graph (Kahn's algorithm, layer by layer):
 //! the deterministic helper behind `toposort` and the Graph-of-Thought prelude.
 
-/// `deps[i]` lists the nodes node `i` depends on. Returns the layers: every node of a
-/// layer depends only on nodes of earlier layers; nodes within a layer are in index order.
-pub fn layers(deps: &[Vec<i64>]) -> Result<Vec<Vec<i64>>, String> {
-    let n = deps.len();
-    let mut indegree = vec![0usize; n];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (node, ds) in deps.iter().enumerate() {
-        for &d in ds {
+/// The layers of a dependency graph: node `i` depends on the nodes
+/// `targets[offsets[i]..offsets[i + 1]]` (flat: two allocations for the whole graph, not
+/// one per node). Every node of a layer depends only on nodes of earlier layers; nodes
+/// within a layer are in index order.
+pub fn layers_flat(offsets: &[usize], targets: &[i64]) -> Result<Vec<Vec<i64>>, String> {
+    let n = offsets.len().saturating_sub(1);
+    let mut indegree = vec![0u32; n];
+    // Dependents, flat as well: count, then place.
+    let mut starts = vec![0usize; n + 1];
+    for node in 0..n {
+        for &d in &targets[offsets[node]..offsets[node + 1]] {
             let d = usize::try_from(d).ok().filter(|d| *d < n).ok_or_else(|| {
                 format!("node {node} depends on {d}, which is not a node (there are {n})")
             })?;
             indegree[node] += 1;
-            dependents[d].push(node);
+            starts[d + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        starts[i + 1] += starts[i];
+    }
+    let mut fill = starts.clone();
+    let mut dependents = vec![0usize; starts[n]];
+    for node in 0..n {
+        for &d in &targets[offsets[node]..offsets[node + 1]] {
+            let d = d as usize;
+            dependents[fill[d]] = node;
+            fill[d] += 1;
         }
     }
     let mut layer: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
@@ -23,7 +38,7 @@ pub fn layers(deps: &[Vec<i64>]) -> Result<Vec<Vec<i64>>, String> {
         placed += layer.len();
         let mut next = Vec::new();
         for &node in &layer {
-            for &dependent in &dependents[node] {
+            for &dependent in &dependents[starts[node]..starts[node + 1]] {
                 indegree[dependent] -= 1;
                 if indegree[dependent] == 0 {
                     next.push(dependent);
@@ -50,7 +65,20 @@ pub fn layers(deps: &[Vec<i64>]) -> Result<Vec<Vec<i64>>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::layers;
+    use super::layers_flat;
+
+    /// `deps[i]` lists the nodes node `i` depends on. Returns the layers: every node of a
+    /// layer depends only on nodes of earlier layers; nodes within a layer are in index order.
+    fn layers(deps: &[Vec<i64>]) -> Result<Vec<Vec<i64>>, String> {
+        let mut offsets = Vec::with_capacity(deps.len() + 1);
+        let mut targets = Vec::new();
+        offsets.push(0);
+        for ds in deps {
+            targets.extend_from_slice(ds);
+            offsets.push(targets.len());
+        }
+        layers_flat(&offsets, &targets)
+    }
 
     #[test]
     fn layers_and_cycles() {
