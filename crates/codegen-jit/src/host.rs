@@ -691,12 +691,13 @@ impl Host {
                     }
                     offsets.push(targets.len());
                 }
-                let layers = crate::toposort::layers_flat(&offsets, &targets).map_err(err)?;
-                let list =
-                    |xs: Vec<i64>| Value::List(Arc::new(xs.into_iter().map(Value::Int).collect()));
-                Ok(Value::List(Arc::new(
-                    layers.into_iter().map(list).collect(),
-                )))
+                let layers = crate::toposort::layers_flat(&offsets, &targets, |layer| {
+                    Value::List(Arc::new(
+                        layer.iter().map(|&i| Value::Int(i as i64)).collect(),
+                    ))
+                })
+                .map_err(err)?;
+                Ok(Value::List(Arc::new(layers)))
             }
             (Builtin::ToJson, [v]) => Ok(Value::Json(Arc::new(v.to_json()))),
             (Builtin::ToolSignatures, [Value::List(list)]) => {

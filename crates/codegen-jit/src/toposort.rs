@@ -4,8 +4,13 @@
 /// The layers of a dependency graph: node `i` depends on the nodes
 /// `targets[offsets[i]..offsets[i + 1]]` (flat: two allocations for the whole graph, not
 /// one per node). Every node of a layer depends only on nodes of earlier layers; nodes
-/// within a layer are in index order.
-pub fn layers_flat(offsets: &[usize], targets: &[i64]) -> Result<Vec<Vec<i64>>, String> {
+/// within a layer are in index order. Each layer is turned into a `T` by `emit` as it is
+/// found, so the caller builds its own representation with no copy in between.
+pub fn layers_flat<T>(
+    offsets: &[usize],
+    targets: &[i64],
+    mut emit: impl FnMut(&[usize]) -> T,
+) -> Result<Vec<T>, String> {
     let n = offsets.len().saturating_sub(1);
     let mut indegree = vec![0u32; n];
     // Dependents, flat as well: count, then place.
@@ -46,7 +51,7 @@ pub fn layers_flat(offsets: &[usize], targets: &[i64]) -> Result<Vec<Vec<i64>>, 
             }
         }
         next.sort_unstable();
-        out.push(layer.iter().map(|&i| i as i64).collect());
+        out.push(emit(&layer));
         layer = next;
     }
     if placed < n {
@@ -77,7 +82,9 @@ mod tests {
             targets.extend_from_slice(ds);
             offsets.push(targets.len());
         }
-        layers_flat(&offsets, &targets)
+        layers_flat(&offsets, &targets, |layer| {
+            layer.iter().map(|&i| i as i64).collect()
+        })
     }
 
     #[test]
