@@ -331,6 +331,23 @@ pub fn completions(
     let db: &Database = db;
     let marker_at = prefix_start as u32;
     let mut out = Vec::new();
+    // After `m::`: the items of module `m`; after `E::`: the variants of enum `E`.
+    if let Some(qualifier) = text[..prefix_start]
+        .strip_suffix("::")
+        .map(|before| {
+            let start = before
+                .char_indices()
+                .rev()
+                .take_while(|&(_, c)| c.is_alphanumeric() || c == '_')
+                .last()
+                .map_or(before.len(), |(i, _)| i);
+            &before[start..]
+        })
+        .filter(|q| !q.is_empty())
+    {
+        path_completions(db, scratch, qualifier, &mut out);
+        return out;
+    }
     let site = item_at(db, scratch, marker_at)
         .filter(|(item, _)| item.kind(db) == ItemKind::Fn)
         .and_then(|(item, _)| check_body(db, item).completion.clone());
@@ -376,6 +393,26 @@ pub fn completions(
     out
 }
 
+fn path_completions(db: &Database, file: SourceFile, qualifier: &str, out: &mut Vec<Completion>) {
+    let modules = hir::items::workspace_modules(db, hir::Db::workspace(db));
+    if let Some(&module) = modules.get(qualifier).filter(|&&m| m != file) {
+        own_item_completions(db, module, out);
+        return;
+    }
+    if let Some(&item) = module_scope(db, file).types.get(qualifier)
+        && item.kind(db) == ItemKind::Enum
+    {
+        for (variant, doc) in &enum_def(db, item).variants {
+            out.push(Completion {
+                label: variant.clone(),
+                kind: CompletionKind::Enum,
+                detail: Some(format!("{qualifier}::{variant}")),
+                documentation: doc.clone(),
+            });
+        }
+    }
+}
+
 fn keyword_completions(out: &mut Vec<Completion>) {
     for kw in KEYWORDS {
         out.push(Completion {
@@ -394,6 +431,19 @@ fn keyword_completions(out: &mut Vec<Completion>) {
 }
 
 fn item_completions(db: &Database, file: SourceFile, out: &mut Vec<Completion>) {
+    own_item_completions(db, file, out);
+    for b in hir::builtins::names().filter_map(hir::builtins::lookup) {
+        out.push(Completion {
+            label: b.name().to_owned(),
+            kind: CompletionKind::Function,
+            detail: Some(builtin_label(db, b)),
+            documentation: None,
+        });
+    }
+}
+
+/// The functions and types a module defines (what `m::` reaches).
+fn own_item_completions(db: &Database, file: SourceFile, out: &mut Vec<Completion>) {
     let scope = module_scope(db, file);
     for (name, &item) in &scope.values {
         out.push(Completion {
@@ -414,14 +464,6 @@ fn item_completions(db: &Database, file: SourceFile, out: &mut Vec<Completion>) 
             kind,
             detail: Some(describe_item(db, item).0),
             documentation: doc_of(db, item),
-        });
-    }
-    for b in hir::builtins::names().filter_map(hir::builtins::lookup) {
-        out.push(Completion {
-            label: b.name().to_owned(),
-            kind: CompletionKind::Function,
-            detail: Some(builtin_label(db, b)),
-            documentation: None,
         });
     }
 }

@@ -403,5 +403,31 @@ fn the_prelude_is_known_to_the_editor() {
     assert!(shown.contains("the model writes the plan"), "{shown}");
     let def = client.at("textDocument/definition", uri, 5, 26);
     assert_eq!(def, Value::Null);
+    // Completion after `aot::` offers the module's functions.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [{ "text": "use aot\n\nfn main(ctx: Context) -> () {\n    aot::\n}\n" }] }),
+    );
+    let items = client.at("textDocument/completion", uri, 3, 9)["items"].clone();
+    let labels: Vec<&str> = items
+        .as_array()
+        .map(|a| a.iter().filter_map(|i| i["label"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        labels.contains(&"solve") && labels.contains(&"execute"),
+        "{labels:?}"
+    );
+    assert!(!labels.contains(&"print"), "only the module's items: {labels:?}");
+    // After `Enum::`: its variants.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 3 }, "contentChanges": [{ "text": "enum Severity { Low, High }\n\nfn main(ctx: Context) -> () {\n    let s = Severity::\n}\n" }] }),
+    );
+    let items = client.at("textDocument/completion", uri, 3, 22)["items"].clone();
+    let labels: Vec<&str> = items
+        .as_array()
+        .map(|a| a.iter().filter_map(|i| i["label"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(labels, ["Low", "High"]);
     client.stop();
 }
