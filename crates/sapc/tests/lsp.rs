@@ -417,7 +417,10 @@ fn the_prelude_is_known_to_the_editor() {
         labels.contains(&"solve") && labels.contains(&"execute"),
         "{labels:?}"
     );
-    assert!(!labels.contains(&"print"), "only the module's items: {labels:?}");
+    assert!(
+        !labels.contains(&"print"),
+        "only the module's items: {labels:?}"
+    );
     // After `Enum::`: its variants.
     client.notify(
         "textDocument/didChange",
