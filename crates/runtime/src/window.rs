@@ -37,6 +37,7 @@ pub fn sliding_window<T: Send>(
         let workers: Vec<_> = (0..width.clamp(1, n.max(1)))
             .filter_map(|_| {
                 std::thread::Builder::new()
+                    .name("sap-parallel".to_owned())
                     .stack_size(64 << 20)
                     .spawn_scoped(scope, work)
                     .ok()
