@@ -146,36 +146,7 @@ impl Externs {
 
 /// The standard extern a declared extern of that name stands for.
 pub fn standard_extern(name: &str) -> Option<Builtin> {
-    Some(match name {
-        "print" => Builtin::Print,
-        "input" => Builtin::Input,
-        "to_string" => Builtin::ToString,
-        "len" => Builtin::Len,
-        "push" => Builtin::Push,
-        "read_file" => Builtin::ReadFile,
-        "write_file" => Builtin::WriteFile,
-        "json_parse" => Builtin::JsonParse,
-        "json_get" => Builtin::JsonGet,
-        "toposort" => Builtin::Toposort,
-        "to_json" => Builtin::ToJson,
-        "tool_signatures" => Builtin::ToolSignatures,
-        "aot_check" => Builtin::AotCheck,
-        "aot_execute" => Builtin::AotExecute,
-        "aot_dot" => Builtin::AotDot,
-        "aot_mermaid" => Builtin::AotMermaid,
-        "json_has" => Builtin::JsonHas,
-        "json_len" => Builtin::JsonLen,
-        "json_keys" => Builtin::JsonKeys,
-        "json_items" => Builtin::JsonItems,
-        "lines" => Builtin::Lines,
-        "truncate" => Builtin::Truncate,
-        "trace" => Builtin::Trace,
-        "clock_ms" => Builtin::ClockMs,
-        "json_int" => Builtin::JsonInt,
-        "json_str" => Builtin::JsonStr,
-        "aot_schema" => Builtin::AotSchema,
-        _ => return None,
-    })
+    hir::builtins::lookup(name)
 }
 
 /// Whether a declaration matches a standard extern; type parameters match any type.
@@ -188,6 +159,9 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         Builtin::ToString => params.len() == 1 && *ret == Type::Str,
         Builtin::Len => matches!(params, [Type::List(_) | Type::Str]) && *ret == Type::I64,
         Builtin::Push => matches!(params, [Type::List(e), x] if **e == *x) && *ret == params[0],
+        Builtin::Set => {
+            matches!(params, [Type::List(e), Type::I64, x] if **e == *x) && *ret == params[0]
+        }
         Builtin::ReadFile => params == [Type::Str] && *ret == Type::Str,
         Builtin::WriteFile => params == [Type::Str, Type::Str] && *ret == Type::Unit,
         Builtin::JsonParse => params == [Type::Str] && *ret == Type::Json,
@@ -658,6 +632,20 @@ impl Host {
             (Builtin::Push, [Value::List(items), x]) => {
                 let mut items = items.clone();
                 Arc::make_mut(&mut items).push(x.clone());
+                Ok(Value::List(items))
+            }
+            (Builtin::Set, [Value::List(items), Value::Int(index), x]) => {
+                let at = usize::try_from(*index)
+                    .ok()
+                    .filter(|&i| i < items.len())
+                    .ok_or_else(|| {
+                        err(format!(
+                            "index {index} is out of range for a list of {} elements",
+                            items.len()
+                        ))
+                    })?;
+                let mut items = items.clone();
+                Arc::make_mut(&mut items)[at] = x.clone();
                 Ok(Value::List(items))
             }
             (Builtin::ReadFile, [Value::Str(path)]) => std::fs::read_to_string(&**path)

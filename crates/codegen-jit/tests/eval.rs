@@ -974,3 +974,19 @@ fn main(ctx: Context) -> () {
         e.message
     );
 }
+
+#[test]
+fn set_replaces_one_element() {
+    both(set_replaces_one_element_body)
+}
+
+fn set_replaces_one_element_body() {
+    let r = run(
+        "fn main() -> () {\n    let xs = [1, 2, 3]\n    let ys = set(xs, 1, 20)\n    print(to_string(xs) + \" \" + to_string(ys))\n    print(to_string(set(ys, 3, 0)))\n}\n",
+    );
+    assert_eq!(r.output, "[1,2,3] [1,20,3]\n", "the original is unchanged");
+    assert_eq!(
+        r.result.unwrap_err().message,
+        "index 3 is out of range for a list of 3 elements"
+    );
+}

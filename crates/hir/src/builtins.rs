@@ -3,13 +3,16 @@
 
 use crate::ty::Ty;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Builtin {
     Print,
     Input,
     ToString,
     Len,
     Push,
+    Set,
     ReadFile,
     WriteFile,
     JsonParse,
@@ -40,6 +43,7 @@ const ALL: &[(&str, Builtin)] = &[
     ("to_string", Builtin::ToString),
     ("len", Builtin::Len),
     ("push", Builtin::Push),
+    ("set", Builtin::Set),
     ("read_file", Builtin::ReadFile),
     ("write_file", Builtin::WriteFile),
     ("json_parse", Builtin::JsonParse),
@@ -99,6 +103,16 @@ impl Builtin {
             Builtin::Len => (vec![("xs", Ty::List(Box::new(t())))], Ty::I64, 1),
             Builtin::Push => (
                 vec![("xs", Ty::List(Box::new(t()))), ("x", t())],
+                Ty::List(Box::new(t())),
+                1,
+            ),
+            // A copy of `xs` with element `index` replaced by `x`.
+            Builtin::Set => (
+                vec![
+                    ("xs", Ty::List(Box::new(t()))),
+                    ("index", Ty::I64),
+                    ("x", t()),
+                ],
                 Ty::List(Box::new(t())),
                 1,
             ),

@@ -173,37 +173,9 @@ pub enum UnOp {
     Not,
 }
 
-/// A standard extern, implemented by the runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Builtin {
-    Print,
-    Input,
-    ToString,
-    Len,
-    Push,
-    ReadFile,
-    WriteFile,
-    JsonParse,
-    JsonGet,
-    Toposort,
-    ToJson,
-    ToolSignatures,
-    AotCheck,
-    AotExecute,
-    AotDot,
-    AotMermaid,
-    JsonHas,
-    JsonLen,
-    JsonKeys,
-    JsonItems,
-    Lines,
-    Truncate,
-    Trace,
-    ClockMs,
-    JsonInt,
-    JsonStr,
-    AotSchema,
-}
+/// A standard extern, implemented by the runtime: the checker's own list, so a name,
+/// its signature and its meaning are written once.
+pub use hir::Builtin;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {

@@ -34,38 +34,6 @@ struct ModuleLower<'db> {
     externs: HashMap<Item<'db>, String>,
 }
 
-fn builtin(b: hir::Builtin) -> Builtin {
-    match b {
-        hir::Builtin::Print => Builtin::Print,
-        hir::Builtin::Input => Builtin::Input,
-        hir::Builtin::ToString => Builtin::ToString,
-        hir::Builtin::Len => Builtin::Len,
-        hir::Builtin::Push => Builtin::Push,
-        hir::Builtin::ReadFile => Builtin::ReadFile,
-        hir::Builtin::WriteFile => Builtin::WriteFile,
-        hir::Builtin::JsonParse => Builtin::JsonParse,
-        hir::Builtin::JsonGet => Builtin::JsonGet,
-        hir::Builtin::Toposort => Builtin::Toposort,
-        hir::Builtin::ToJson => Builtin::ToJson,
-        hir::Builtin::ToolSignatures => Builtin::ToolSignatures,
-        hir::Builtin::AotCheck => Builtin::AotCheck,
-        hir::Builtin::AotExecute => Builtin::AotExecute,
-        hir::Builtin::AotDot => Builtin::AotDot,
-        hir::Builtin::AotMermaid => Builtin::AotMermaid,
-        hir::Builtin::JsonHas => Builtin::JsonHas,
-        hir::Builtin::JsonLen => Builtin::JsonLen,
-        hir::Builtin::JsonKeys => Builtin::JsonKeys,
-        hir::Builtin::JsonItems => Builtin::JsonItems,
-        hir::Builtin::Lines => Builtin::Lines,
-        hir::Builtin::Truncate => Builtin::Truncate,
-        hir::Builtin::Trace => Builtin::Trace,
-        hir::Builtin::ClockMs => Builtin::ClockMs,
-        hir::Builtin::JsonInt => Builtin::JsonInt,
-        hir::Builtin::JsonStr => Builtin::JsonStr,
-        hir::Builtin::AotSchema => Builtin::AotSchema,
-    }
-}
-
 impl<'db> ModuleLower<'db> {
     fn new(db: &'db Database, files: &[hir::SourceFile]) -> Self {
         ModuleLower {
@@ -1041,7 +1009,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     .unwrap_or_else(|| path.text());
                 self.emit(Op::CallExtern(name, values), ty, span)
             }
-            Some(Target::Builtin(b)) => self.emit(Op::CallBuiltin(builtin(*b), values), ty, span),
+            Some(Target::Builtin(b)) => self.emit(Op::CallBuiltin(*b, values), ty, span),
             _ => self.unit(),
         }
     }
