@@ -251,8 +251,8 @@ pub fn module_scope<'db>(db: &'db dyn Db, file: SourceFile) -> ModuleScope<'db> 
 }
 
 /// The program's files and the prelude modules it uses, directly or through another
-/// prelude module, in workspace order. A prelude module nothing names (`use m` or
-/// `m::`) is neither classified, lowered nor compiled.
+/// prelude module, in workspace order. A prelude module nothing names
+/// (`syntax::names_module`) is neither classified, lowered nor compiled.
 #[salsa::tracked(returns(ref))]
 pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
     let all = workspace.files(db);
@@ -260,24 +260,14 @@ pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
     let mut included: Vec<SourceFile> = all.iter().copied().filter(|f| !is_prelude(f)).collect();
     let mut i = 0;
     while i < included.len() {
-        let file = included[i];
-        let text = file.text(db);
-        let uses: Vec<String> = file_items(db, file)
-            .items
-            .iter()
-            .filter_map(|item| match &item.ast(db).kind {
-                ast::ItemKind::Use(u) => u.path.segments.first().map(|s| s.name.clone()),
-                _ => None,
-            })
-            .collect();
+        let text = included[i].text(db);
         for p in all.iter().copied().filter(is_prelude) {
             let name = p.module_name(db);
             // A program's own module of that name shadows the prelude's.
             let shadowed = all
                 .iter()
                 .any(|f| !is_prelude(f) && f.module_name(db) == name);
-            let used = !shadowed && (uses.contains(&name) || text.contains(&format!("{name}::")));
-            if used && !included.contains(&p) {
+            if !shadowed && !included.contains(&p) && syntax::names_module(text, &name) {
                 included.push(p);
             }
         }

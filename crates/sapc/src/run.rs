@@ -369,35 +369,6 @@ fn read_source(path: &Path) -> Result<SourceText, String> {
     Ok(SourceText::new(path.display().to_string(), bytes))
 }
 
-/// Whether `text` names module `m`: `use m` or `m::`, at a word boundary.
-fn names_module(text: &str, m: &str) -> bool {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut from = 0;
-    while let Some(at) = text[from..].find(m) {
-        let start = from + at;
-        let end = start + m.len();
-        from = end;
-        if text[..start].chars().next_back().is_some_and(ident) {
-            continue;
-        }
-        let rest = &text[end..];
-        if rest.starts_with("::") {
-            return true;
-        }
-        let before = text[..start].trim_end();
-        if before.ends_with("use")
-            && !before[..before.len() - 3]
-                .chars()
-                .next_back()
-                .is_some_and(ident)
-            && !rest.chars().next().is_some_and(ident)
-        {
-            return true;
-        }
-    }
-    false
-}
-
 /// Reads the program at `path` and the sibling modules it uses. A file that is not
 /// UTF-8 has its diagnostic printed and gives the exit status.
 pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
@@ -432,7 +403,7 @@ pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
                 .modules
                 .iter()
                 .any(|m| m.name == sibling.display().to_string());
-            if !taken && names_module(&text, name) {
+            if !taken && syntax::names_module(&text, name) {
                 let source = read_source(sibling)?;
                 texts.push(source.text.clone());
                 program.modules.push(source);

@@ -26,7 +26,7 @@ pub mod sexpr;
 pub use diagnostic::{Diagnostic, Label, Severity};
 pub use line_index::{LineCol, LineIndex};
 pub use parse::{MAX_NESTING, Parse, parse};
-pub use scan::chunk_starts;
+pub use scan::{chunk_starts, names_module};
 
 /// A byte range in one source file. Offsets are `u32`: sap files are limited to 4 GiB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -264,3 +264,54 @@ pub(crate) fn chunk_starts_of(src: &str, scan: &Scan) -> Vec<usize> {
     }
     starts
 }
+
+/// Whether `text` names module `m` — `use m` or `m::`, at word boundaries — which is
+/// what brings a module beside a program, or a prelude module, into it. Lexical and
+/// conservative: a mention in a comment counts too.
+pub fn names_module(text: &str, m: &str) -> bool {
+    if m.is_empty() {
+        return false;
+    }
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(at) = text[from..].find(m) {
+        let start = from + at;
+        let end = start + m.len();
+        from = end;
+        if text[..start].chars().next_back().is_some_and(ident) {
+            continue;
+        }
+        let rest = &text[end..];
+        if rest.starts_with("::") {
+            return true;
+        }
+        let before = text[..start].trim_end();
+        if before.ends_with("use")
+            && !before[..before.len() - 3]
+                .chars()
+                .next_back()
+                .is_some_and(ident)
+            && !rest.chars().next().is_some_and(ident)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod names_module_tests {
+    use super::names_module;
+
+    #[test]
+    fn uses_and_paths_at_word_boundaries() {
+        assert!(names_module("use aot\nfn f() {}", "aot"));
+        assert!(names_module("use aot::{plan, execute}", "aot"));
+        assert!(names_module("let p = aot::plan(ctx, r, t)", "aot"));
+        assert!(!names_module("let p = chaot::plan()", "aot"));
+        assert!(!names_module("use aotx", "aot"));
+        assert!(!names_module("misuse aot", "aot"));
+        assert!(!names_module("let aot = 1", "aot"));
+        assert!(!names_module("anything", ""));
+    }
+}
