@@ -117,17 +117,11 @@ impl Drop for Remote {
 
 fn runtime_for(url: &str) -> Arc<Runtime> {
     let provider = OpenAiProvider::new(OpenAiConfig {
-        base_url: format!("{url}/v1"),
-        api_key: None,
-        model: "bench".to_owned(),
-        strict: true,
-        stream: false,
-        temperature: None,
-        max_tokens: None,
         http: HttpConfig {
             concurrency: 1024,
             ..HttpConfig::default()
         },
+        ..OpenAiConfig::new(format!("{url}/v1"), "bench")
     })
     .expect("provider");
     Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()))

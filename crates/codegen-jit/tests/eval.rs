@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex};
 
 use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
-use runtime::http::HttpConfig;
 use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{Runtime, RuntimeConfig, Value};
 use serde_json::{Value as JsonValue, json};
@@ -80,17 +79,8 @@ fn run_with_replies(
         }))
         .delayed(delay)
     }));
-    let provider = OpenAiProvider::new(OpenAiConfig {
-        base_url: format!("{}/v1", server.url()),
-        api_key: None,
-        model: "test".to_owned(),
-        strict: true,
-        stream: false,
-        temperature: None,
-        max_tokens: None,
-        http: HttpConfig::default(),
-    })
-    .unwrap();
+    let provider =
+        OpenAiProvider::new(OpenAiConfig::new(format!("{}/v1", server.url()), "test")).unwrap();
     let runtime = Arc::new(Runtime::new(Arc::new(provider), RuntimeConfig::default()));
     let output = Output::default();
     let sources: Vec<Option<String>> = module

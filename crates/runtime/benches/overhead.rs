@@ -67,14 +67,8 @@ fn per_call_overhead(c: &mut Criterion) {
     let size = ctx.render().len();
     assert!((1900..2600).contains(&size), "context is {size} bytes");
     let provider = OpenAiProvider::new(OpenAiConfig {
-        base_url: "http://127.0.0.1:9/v1".to_owned(),
         api_key: Some("sk-bench".to_owned()),
-        model: "bench".to_owned(),
-        strict: true,
-        stream: false,
-        temperature: None,
-        max_tokens: None,
-        http: HttpConfig::default(),
+        ..OpenAiConfig::new("http://127.0.0.1:9/v1", "bench")
     })
     .unwrap();
     let provider: Arc<OpenAiProvider> = Arc::new(provider);
@@ -120,17 +114,11 @@ fn concurrent_calls(c: &mut Criterion) {
             for _ in 0..iterations {
                 let provider: Arc<dyn Provider> = Arc::new(
                     OpenAiProvider::new(OpenAiConfig {
-                        base_url: format!("{}/v1", server.url()),
-                        api_key: None,
-                        model: "bench".to_owned(),
-                        strict: true,
-                        stream: false,
-                        temperature: None,
-                        max_tokens: None,
                         http: HttpConfig {
                             concurrency: 1000,
                             ..HttpConfig::default()
                         },
+                        ..OpenAiConfig::new(format!("{}/v1", server.url()), "bench")
                     })
                     .unwrap(),
                 );

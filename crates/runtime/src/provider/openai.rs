@@ -25,20 +25,30 @@ pub struct OpenAiConfig {
 }
 
 impl OpenAiConfig {
-    /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
-    pub fn from_env(model: &str) -> OpenAiConfig {
+    /// A server at `base_url` (up to `/v1`), no API key, strict schemas, no streaming,
+    /// the server's own sampling defaults.
+    pub fn new(base_url: impl Into<String>, model: &str) -> OpenAiConfig {
         OpenAiConfig {
-            base_url: std::env::var("OPENAI_BASE_URL")
-                .unwrap_or_else(|_| "https://api.openai.com/v1".to_owned()),
-            api_key: std::env::var("OPENAI_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty()),
+            base_url: base_url.into(),
+            api_key: None,
             model: model.to_owned(),
             strict: true,
             stream: false,
             temperature: None,
             max_tokens: None,
             http: HttpConfig::default(),
+        }
+    }
+
+    /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
+    pub fn from_env(model: &str) -> OpenAiConfig {
+        let base_url = std::env::var("OPENAI_BASE_URL")
+            .unwrap_or_else(|_| "https://api.openai.com/v1".to_owned());
+        OpenAiConfig {
+            api_key: std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty()),
+            ..OpenAiConfig::new(base_url, model)
         }
     }
 }

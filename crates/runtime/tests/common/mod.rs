@@ -34,14 +34,10 @@ pub fn http_config() -> HttpConfig {
 
 pub fn openai_config(server: &MockServer, stream: bool) -> OpenAiConfig {
     OpenAiConfig {
-        base_url: format!("{}/v1", server.url()),
         api_key: Some(API_KEY.to_owned()),
-        model: "test-model".to_owned(),
-        strict: true,
         stream,
-        temperature: None,
-        max_tokens: None,
         http: http_config(),
+        ..OpenAiConfig::new(format!("{}/v1", server.url()), "test-model")
     }
 }
 
