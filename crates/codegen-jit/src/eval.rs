@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use lower::ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
-use runtime::value::StructValue;
+use runtime::value::{StructValue, ToolRef};
 use runtime::{Context, TypeDesc, Value};
 
 use crate::host::{Engine, ExecError, Host, StackFrame};
@@ -268,7 +268,10 @@ impl<'h> Evaluator<'h> {
                 Const::Int(n) => Value::Int(*n),
                 Const::Float(x) => Value::Float(*x),
                 Const::Str(s) => Value::str(s),
-                Const::Tool(name) => Value::Tool(Arc::from(name.as_str())),
+                Const::Tool { name, function } => Value::Tool(ToolRef {
+                    name: Arc::from(name.as_str()),
+                    function: *function,
+                }),
                 Const::Variant(t, i) => match host.types.get(*t as usize) {
                     Some(TypeDesc::Enum(e)) => Value::Enum {
                         ty: e.clone(),

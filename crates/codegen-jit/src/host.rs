@@ -11,6 +11,7 @@ use lower::ir::{self, Builtin, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type,
 use runtime::aot::{self, ToolSig};
 use runtime::schema::ArmDesc;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
+use runtime::value::ToolRef;
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
@@ -392,9 +393,13 @@ impl Host {
 
     /// The signature a tool is offered with (its `Context` parameter, if any, left out)
     /// and what it runs: a sap function of the module, or an extern.
-    fn tool(&self, name: &str) -> Result<(ToolSig, ToolTarget), String> {
+    fn tool(&self, tool: &ToolRef) -> Result<(ToolSig, ToolTarget), String> {
         let m = &self.module;
-        if let Some((id, f)) = m.functions.iter().enumerate().find(|(_, f)| f.name == name) {
+        let name = &*tool.name;
+        if let Some((id, f)) = tool
+            .function
+            .and_then(|id| Some((id, m.functions.get(id as usize)?)))
+        {
             let params: Vec<ir::Param> = f
                 .params
                 .iter()
@@ -408,7 +413,7 @@ impl Host {
                 ret: self.desc(&f.ret),
                 compensate: None,
             };
-            return Ok((sig, ToolTarget::Function(id as FuncId)));
+            return Ok((sig, ToolTarget::Function(id)));
         }
         if let Some(e) = m.externs.iter().find(|e| e.name == name) {
             let sig = ToolSig {
@@ -428,7 +433,7 @@ impl Host {
     fn tools(&self, list: &[Value]) -> Result<Vec<(ToolSig, ToolTarget)>, String> {
         list.iter()
             .map(|v| match v {
-                Value::Tool(name) => self.tool(name),
+                Value::Tool(tool) => self.tool(tool),
                 other => Err(format!("{} is not a tool", display(other))),
             })
             .collect()
@@ -456,12 +461,13 @@ impl Host {
             let [Value::Tool(done), Value::Tool(reverse)] = pair.as_slice() else {
                 return Err(err("each compensation is a pair `[tool, undo]`".to_owned()));
             };
-            let Some(entry) = tools.iter_mut().find(|(s, _)| s.name == **done) else {
+            let Some(entry) = tools.iter_mut().find(|(s, _)| *s.name == *done.name) else {
                 return Err(err(format!(
-                    "`{done}` has a compensation but is not offered"
+                    "`{}` has a compensation but is not offered",
+                    done.name
                 )));
             };
-            entry.0.compensate = Some(reverse.to_string());
+            entry.0.compensate = Some(reverse.name.to_string());
             undoers.push(self.tool(reverse).map_err(err)?);
         }
         let offered: Vec<ToolSig> = tools.iter().map(|(s, _)| s.clone()).collect();

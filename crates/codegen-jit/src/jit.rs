@@ -657,8 +657,11 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 Const::Float(x) => self.iconst(x.to_bits() as i64),
                 Const::Variant(_, i) => self.iconst(*i as i64),
                 Const::Str(s) => self.const_obj(Slot::Val(Value::str(s))),
-                Const::Tool(name) => {
-                    self.const_obj(Slot::Val(Value::Tool(Arc::from(name.as_str()))))
+                Const::Tool { name, function } => {
+                    self.const_obj(Slot::Val(Value::Tool(runtime::value::ToolRef {
+                        name: Arc::from(name.as_str()),
+                        function: *function,
+                    })))
                 }
             },
             Op::Load(l) => {

@@ -980,3 +980,31 @@ fn set_replaces_one_element_body() {
         "index 3 is out of range for a list of 3 elements"
     );
 }
+
+/// A tool is the function the program named, even when another module (here the
+/// `anot` prelude, which has its own `score`) defines one of the same name.
+#[test]
+fn a_tool_is_the_function_named_not_a_namesake() {
+    both(a_tool_is_the_function_named_not_a_namesake_body)
+}
+
+fn a_tool_is_the_function_named_not_a_namesake_body() {
+    let r = run(r#"
+use aot
+use anot
+
+/// Scales a number.
+fn score(x: i64) -> i64 { x * 100 }
+
+fn main() -> () {
+    let plan = json_parse("{\"atoms\": [{\"id\": 1, \"kind\": \"tool\", \"name\": \"score\", \"input\": {\"x\": 2}}]}")
+    print(to_string(aot::execute(plan, [score])))
+    print(tool_signatures([score]))
+}
+"#);
+    assert_eq!(r.result, Ok(Value::Unit), "{}", r.output);
+    assert_eq!(
+        r.output,
+        "200\n[{\"name\":\"score\",\"description\":\"Scales a number.\",\"parameters\":{\"x\":{\"type\":\"integer\"}},\"returns\":\"i64\"}]\n"
+    );
+}

@@ -146,8 +146,11 @@ pub enum Const {
     Str(String),
     /// An enum variant by index.
     Variant(TypeId, u32),
-    /// A function or extern used as a value.
-    Tool(String),
+    /// A function (with its id) or an extern (by name) used as a value.
+    Tool {
+        name: String,
+        function: Option<FuncId>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,13 +284,9 @@ impl Module {
                     Op::Call(callee, _) | Op::ParallelFor { body: callee, .. } => {
                         todo.push(*callee)
                     }
-                    Op::Const(Const::Tool(name)) => todo.extend(
-                        self.functions
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, g)| &g.name == name)
-                            .map(|(i, _)| i as FuncId),
-                    ),
+                    Op::Const(Const::Tool {
+                        function: Some(f), ..
+                    }) => todo.push(*f),
                     _ => {}
                 }
             }

@@ -882,7 +882,17 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 };
                 self.emit(Op::Const(Const::Variant(id, index)), ty, None)
             }
-            _ => self.emit(Op::Const(Const::Tool(last.name.clone())), Type::Tool, None),
+            target => {
+                let function = match target {
+                    Some(Target::Item(item)) => self.m.funcs.get(&item).copied(),
+                    _ => None,
+                };
+                let tool = Const::Tool {
+                    name: last.name.clone(),
+                    function,
+                };
+                self.emit(Op::Const(tool), Type::Tool, None)
+            }
         }
     }
 

@@ -145,7 +145,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
                         ),
                         _ => format!("t{t}::{i}"),
                     },
-                    Const::Tool(name) => format!("tool {name}"),
+                    Const::Tool { name, .. } => format!("tool {name}"),
                 },
                 Op::Load(l) => format!("load l{l}"),
                 Op::Store(l, v) => format!("store l{l}, v{v}"),

@@ -26,8 +26,17 @@ pub enum Value {
         variant: u32,
     },
     Json(Arc<JsonValue>),
-    /// A function or extern used as a value, by name.
-    Tool(Arc<str>),
+    /// A function or extern used as a value.
+    Tool(ToolRef),
+}
+
+/// What a `Tool` value refers to: the name the model sees, and for a sap function its
+/// index in the program, so two modules' functions of the same name stay apart
+/// (externs are found by name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolRef {
+    pub name: Arc<str>,
+    pub function: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -86,7 +95,7 @@ impl Value {
                 write_json_string(&ty.variants[*variant as usize].name, out);
             }
             Value::Json(j) => out.push_str(&j.to_string()),
-            Value::Tool(name) => write_json_string(name, out),
+            Value::Tool(tool) => write_json_string(&tool.name, out),
         }
     }
 
