@@ -35,6 +35,20 @@ pub struct Signature<'db> {
     pub type_refs: Vec<TypeRef<'db>>,
 }
 
+impl Signature<'_> {
+    /// For a function returning `Json`: the index of its `schema: Json` parameter, the
+    /// JSON Schema the model's answer must match when the function is an LLM function
+    /// (REFERENCE.md, "Context rules" 2).
+    pub fn answer_schema_param(&self) -> Option<usize> {
+        if self.ret != Ty::Json {
+            return None;
+        }
+        self.params
+            .iter()
+            .position(|p| p.name == "schema" && p.ty == Ty::Json)
+    }
+}
+
 /// A type name resolved to an item, written at `span` (relative to the item).
 #[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
 pub struct TypeRef<'db> {

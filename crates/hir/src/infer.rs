@@ -127,6 +127,7 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
         fn_name: f.name.name.clone(),
         ret: sig.ret.clone(),
         has_context: sig.context_param.is_some(),
+        schema_param: sig.answer_schema_param(),
         context_used_implicitly: false,
         vars: Vec::new(),
         locals: Vec::new(),
@@ -188,6 +189,8 @@ struct Checker<'a, 'db> {
     ret: Ty<'db>,
     has_context: bool,
     context_used_implicitly: bool,
+    /// The `schema: Json` parameter an LLM function's answer is asked against.
+    schema_param: Option<usize>,
     vars: Vec<Var<'db>>,
     locals: Vec<Local<'db>>,
     scopes: Vec<Vec<usize>>,
@@ -391,17 +394,10 @@ impl<'a, 'db> Checker<'a, 'db> {
         };
         if self.has_context {
             self.context_used_implicitly = true;
-            // An LLM function returning `Json` gives the model its `schema: Json`
-            // parameter as the schema to answer in (REFERENCE.md, "LLM functions").
-            if matches!(self.shallow(&ret), Ty::Json) {
-                for local in self.locals.iter_mut() {
-                    if local.name == "schema"
-                        && local.ty == Ty::Json
-                        && matches!(local.kind, LocalKind::Param { .. })
-                    {
-                        local.used = true;
-                    }
-                }
+            // The model is asked against the `schema` parameter: it is used. (Parameters
+            // are the first locals, in order.)
+            if let Some(i) = self.schema_param {
+                self.locals[i].used = true;
             }
             true
         } else {

@@ -441,14 +441,9 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     span,
                 );
                 // A `Json` result asked for against a schema the program passes in.
-                let schema = (ret_ty == Type::Json)
-                    .then(|| {
-                        self.f
-                            .params
-                            .iter()
-                            .position(|p| p.name == "schema" && p.ty == Type::Json)
-                    })
-                    .flatten()
+                // (Parameters are the first locals, in order.)
+                let schema = fn_signature(self.m.db, self.item)
+                    .answer_schema_param()
                     .map(|local| self.emit(Op::Load(local as LocalId), Type::Json, None));
                 self.emit(
                     Op::Produce { site, ctx, schema },
