@@ -373,41 +373,42 @@ fn read_source(path: &Path) -> Result<SourceText, String> {
 /// UTF-8 has its diagnostic printed and gives the exit status.
 pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
     let main = read_source(path)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut siblings: Vec<(String, PathBuf)> = std::fs::read_dir(if dir.as_os_str().is_empty() {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let listing = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
-    })
-    .map(|entries| {
-        entries
-            .flatten()
-            .map(|e| dir.join(e.file_name()))
-            .filter(|p| p.extension().is_some_and(|x| x == "sap") && p.as_path() != path)
-            .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
-            .collect()
-    })
-    .unwrap_or_default();
+    };
+    // Each sibling `m.sap` once, by module name; taken out of the list when used.
+    let mut siblings: Vec<(String, PathBuf)> = std::fs::read_dir(listing)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| dir.join(e.file_name()))
+                .filter(|p| p.extension().is_some_and(|x| x == "sap") && p.as_path() != path)
+                .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
+                .collect()
+        })
+        .unwrap_or_default();
     siblings.sort();
     let mut program = Program {
         main,
         modules: Vec::new(),
     };
+    // The main file, then each module as it is brought in, names further modules.
     let mut scanned = 0;
-    let mut texts: Vec<String> = vec![program.main.text.clone()];
-    while scanned < texts.len() {
-        let text = texts[scanned].clone();
+    while scanned <= program.modules.len() {
+        let text = match scanned {
+            0 => program.main.text.clone(),
+            i => program.modules[i - 1].text.clone(),
+        };
         scanned += 1;
-        for (name, sibling) in &siblings {
-            let taken = program
-                .modules
-                .iter()
-                .any(|m| m.name == sibling.display().to_string());
-            if !taken && syntax::names_module(&text, name) {
-                let source = read_source(sibling)?;
-                texts.push(source.text.clone());
-                program.modules.push(source);
-            }
+        let (used, rest): (Vec<_>, Vec<_>) = siblings
+            .into_iter()
+            .partition(|(name, _)| syntax::names_module(&text, name));
+        siblings = rest;
+        for (_, sibling) in used {
+            program.modules.push(read_source(&sibling)?);
         }
     }
     for source in program.files() {
