@@ -773,21 +773,21 @@ pub fn execute(
     let mut runs = Vec::new();
     let mut answer = JsonValue::Null;
     for (layer, members) in layers(plan).into_iter().enumerate() {
-        let run_one = |i: usize| -> (usize, AtomOutcome) {
+        let run_one = |i: usize| -> AtomOutcome {
             let atom = &plan.atoms[i];
             let Some(t) = sig(&atom.name) else {
-                return (i, Err((format!("unknown tool `{}`", atom.name), 0)));
+                return Err((format!("unknown tool `{}`", atom.name), 0));
             };
             let args = match arguments(atom, t, &results) {
                 Ok(args) => args,
-                Err(e) => return (i, Err((e, 0))),
+                Err(e) => return Err((e, 0)),
             };
             let mut attempts = 0;
             loop {
                 attempts += 1;
                 match host.call(t, args.clone()) {
-                    Ok(v) => return (i, Ok((v, args, attempts))),
-                    Err(e) if attempts > options.retries => return (i, Err((e, attempts))),
+                    Ok(v) => return Ok((v, args, attempts)),
+                    Err(e) if attempts > options.retries => return Err((e, attempts)),
                     Err(_) => {}
                 }
             }
@@ -799,20 +799,16 @@ pub fn execute(
             .collect();
         // Tools may be compiled sap code that recurses: the window's threads have big
         // stacks. Every atom of the layer runs (the first failure in plan order wins).
-        let outcomes: Vec<_> = crate::window::sliding_window(
+        let outcomes = crate::window::sliding_window(
             tool_atoms.len(),
             options.width,
             |k| run_one(tool_atoms[k]),
             |_| false,
-        )
-        .into_iter()
-        .zip(&tool_atoms)
-        .map(|(o, &i)| o.unwrap_or_else(|| (i, Err(("the tool panicked".to_owned(), 1)))))
-        .collect();
+        );
         let mut failure = None;
-        for (i, outcome) in outcomes {
+        for (&i, outcome) in tool_atoms.iter().zip(outcomes) {
             let atom = &plan.atoms[i];
-            match outcome {
+            match outcome.unwrap_or_else(|| Err(("the tool panicked".to_owned(), 1))) {
                 Ok((v, args, attempts)) => {
                     let json = v.to_json();
                     results.insert(atom.id, json.clone());
