@@ -61,7 +61,7 @@ impl Database {
     pub fn add_prelude(&mut self) -> Vec<SourceFile> {
         crate::PRELUDE
             .iter()
-            .map(|(name, text)| self.add_file(format!("<prelude>/{name}.sap"), *text))
+            .map(|(name, text)| self.add_file(crate::prelude_path(name), *text))
             .collect()
     }
 

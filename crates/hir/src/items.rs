@@ -28,6 +28,11 @@ impl SourceFile {
     pub fn module_name(self, db: &dyn Db) -> String {
         module_name_of(self.path(db))
     }
+
+    /// Whether this is one of the prelude modules shipped with the compiler.
+    pub fn is_prelude(self, db: &dyn Db) -> bool {
+        crate::prelude_source(self.path(db)).is_some()
+    }
 }
 
 pub fn module_name_of(path: &str) -> String {
@@ -256,7 +261,7 @@ pub fn module_scope<'db>(db: &'db dyn Db, file: SourceFile) -> ModuleScope<'db> 
 #[salsa::tracked(returns(ref))]
 pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
     let all = workspace.files(db);
-    let is_prelude = |f: &SourceFile| f.path(db).starts_with("<prelude>/");
+    let is_prelude = |f: &SourceFile| f.is_prelude(db);
     let mut included: Vec<SourceFile> = all.iter().copied().filter(|f| !is_prelude(f)).collect();
     let mut i = 0;
     while i < included.len() {

@@ -32,6 +32,20 @@ pub const PRELUDE: &[(&str, &str)] = &[
     ("got", include_str!("../prelude/got.sap")),
 ];
 
+/// The path a prelude module's file has in a workspace: `<prelude>/aot.sap`.
+pub fn prelude_path(module: &str) -> String {
+    format!("<prelude>/{module}.sap")
+}
+
+/// The source of the prelude file at `path`, if it is one.
+pub fn prelude_source(path: &str) -> Option<&'static str> {
+    let module = path.strip_prefix("<prelude>/")?.strip_suffix(".sap")?;
+    PRELUDE
+        .iter()
+        .find(|(n, _)| *n == module)
+        .map(|(_, text)| *text)
+}
+
 use syntax::Diagnostic;
 
 /// What the analyses need from a database. Tracked functions take `&dyn Db`.

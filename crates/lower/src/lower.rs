@@ -57,6 +57,8 @@ impl<'db> ModuleLower<'db> {
         let db = self.db;
         // Number the functions first so calls can refer to any of them.
         let mut bodies = Vec::new();
+        // The program's `main` is in its first file that is not a prelude module.
+        let program_file = self.files.iter().copied().find(|f| !f.is_prelude(db));
         for (file_index, &file) in self.files.clone().iter().enumerate() {
             for &item in &hir::file_items(db, file).items {
                 match item.kind(db) {
@@ -64,7 +66,9 @@ impl<'db> ModuleLower<'db> {
                         let id = bodies.len() as FuncId;
                         self.funcs.insert(item, id);
                         bodies.push((item, file_index as u32));
-                        if item.name(db) == "main" && self.module.main.is_none() && file_index == 0
+                        if item.name(db) == "main"
+                            && self.module.main.is_none()
+                            && Some(file) == program_file
                         {
                             self.module.main = Some(id);
                         }

@@ -437,9 +437,7 @@ impl Server {
                 Ok(match ide::definition(&self.db, doc.file, offset as u32) {
                     // The prelude ships inside the compiler: there is no file to open
                     // (hover shows its documentation).
-                    Some(location) if location.file.path(&self.db).starts_with("<prelude>/") => {
-                        JsonValue::Null
-                    }
+                    Some(location) if location.file.is_prelude(&self.db) => JsonValue::Null,
                     Some(location) => self.location(&location),
                     None => JsonValue::Null,
                 })

@@ -350,8 +350,9 @@ pub struct Program {
 }
 
 impl Program {
+    /// The main file first: its `main` is the one that runs.
     fn files(&self) -> impl Iterator<Item = &SourceText> {
-        self.modules.iter().chain(std::iter::once(&self.main))
+        std::iter::once(&self.main).chain(&self.modules)
     }
 
     fn cache_key(&self) -> String {
@@ -487,11 +488,7 @@ fn file_texts(module: &lower::ir::Module, program: &Program) -> Vec<Option<(Stri
             if let Some(source) = program.files().find(|s| s.name == *name) {
                 return Some((name.clone(), source.text.clone()));
             }
-            let module_name = name.strip_prefix("<prelude>/")?.strip_suffix(".sap")?;
-            hir::PRELUDE
-                .iter()
-                .find(|(n, _)| *n == module_name)
-                .map(|(_, text)| (name.clone(), (*text).to_owned()))
+            hir::prelude_source(name).map(|text| (name.clone(), text.to_owned()))
         })
         .collect()
 }
@@ -525,7 +522,7 @@ fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
             files
                 .iter()
                 .flatten()
-                .find(|(n, _)| !n.starts_with("<prelude>/"))
+                .find(|(n, _)| hir::prelude_source(n).is_none())
         })
         .cloned()
         .unwrap_or_default();

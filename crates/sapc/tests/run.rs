@@ -381,7 +381,8 @@ fn runtime_errors_are_located_with_the_call_stack() {
 }
 
 /// `sapc run main.sap` brings in the modules beside it that the program uses (a sibling
-/// it does not use, even a broken one, stays out), and errors in them are located there.
+/// it does not use, even a broken one, stays out), runs `main.sap`'s own `main` (not a
+/// module's), and errors in the modules are located there.
 #[test]
 fn a_program_uses_the_modules_beside_it() {
     let dir = std::env::temp_dir().join(format!("sapc-run-multi-{}", std::process::id()));
@@ -393,7 +394,7 @@ fn a_program_uses_the_modules_beside_it() {
     .unwrap();
     std::fs::write(
         dir.join("helpers.sap"),
-        "fn triple(x: i64) -> i64 { shapes::double(x) + x }\nfn ratio(a: i64, b: i64) -> i64 { a / b }\n",
+        "fn triple(x: i64) -> i64 { shapes::double(x) + x }\nfn ratio(a: i64, b: i64) -> i64 { a / b }\nfn main() -> () { print(\"not this main\") }\n",
     )
     .unwrap();
     std::fs::write(
