@@ -189,10 +189,23 @@ impl Runtime {
         } else {
             ty.clone()
         };
+        self.result_request(ctx, function, instruction, schema, root)
+    }
+
+    /// The request for the result of `function`, answered in `schema` and read as `root`.
+    fn result_request(
+        &self,
+        ctx: &Context,
+        function: &str,
+        instruction: String,
+        schema: JsonValue,
+        root: TypeDesc,
+    ) -> (LlmRequest, AnswerShape) {
+        let name = format!("{function}_result");
         self.request(
             ctx,
             instruction,
-            format!("{function}_result"),
+            name,
             schema,
             CallKind::Produce,
             root,
@@ -377,15 +390,7 @@ impl Runtime {
             "Respond with the result of `{function}`: JSON that matches the schema{}.",
             if object { "" } else { ", as {\"value\": …}" }
         );
-        let (request, shape) = self.request(
-            ctx,
-            instruction,
-            format!("{function}_result"),
-            schema,
-            CallKind::Produce,
-            root,
-            Vec::new(),
-        );
+        let (request, shape) = self.result_request(ctx, function, instruction, schema, root);
         Ok(self.ask(site, request, &shape).await?.value)
     }
 
