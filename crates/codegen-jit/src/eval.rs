@@ -14,15 +14,23 @@ use runtime::{Context, TypeDesc, Value};
 
 use crate::host::{Engine, ExecError, Host, StackFrame};
 
-/// A value at run time: a sap value, a context, or what an LLM fill or choice returned.
+/// A value at run time: a sap value, a context, what an LLM fill or choice returned, or
+/// a list built by compiled code. The layout is fixed (`repr(u64)`: a tag, then the
+/// variant's fields) because compiled code reads native lists in place.
 #[derive(Clone, Debug)]
+#[repr(u64)]
 pub enum Slot {
-    Empty,
-    Val(Value),
-    Ctx(Context),
+    Empty = 0,
+    Val(Value) = 1,
+    Ctx(Context) = 2,
     /// Filled arguments, with the chosen arm for a `select`.
-    Pack(Option<usize>, Arc<Vec<Value>>),
+    Pack(Option<usize>, Arc<Vec<Value>>) = 3,
+    /// A list as compiled code builds it (see `rawlist.rs`); the evaluator never makes one.
+    Raw(crate::rawlist::RawList) = RAW_TAG,
 }
+
+/// The tag of [`Slot::Raw`].
+pub const RAW_TAG: u64 = 4;
 
 impl Slot {
     fn val(&self) -> &Value {
@@ -208,6 +216,20 @@ impl<'h> Evaluator<'h> {
             let next = match &b.term {
                 Terminator::Return(v) => return Ok(values[*v as usize].clone()),
                 Terminator::Jump(t) => *t as usize,
+                Terminator::Loop(t) => {
+                    // One more loop iteration.
+                    let n = self.iterations.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n > self.host.limits.max_loop_iterations {
+                        return Err(err(
+                            format!(
+                                "more than {} loop iterations",
+                                self.host.limits.max_loop_iterations
+                            ),
+                            Some(f.span),
+                        ));
+                    }
+                    *t as usize
+                }
                 Terminator::Branch(c, t, e) => {
                     if matches!(values[*c as usize].val(), Value::Bool(true)) {
                         *t as usize
@@ -229,19 +251,6 @@ impl<'h> Evaluator<'h> {
                     ));
                 }
             };
-            if next <= block {
-                // A back edge: one more loop iteration.
-                let n = self.iterations.fetch_add(1, Ordering::Relaxed) + 1;
-                if n > self.host.limits.max_loop_iterations {
-                    return Err(err(
-                        format!(
-                            "more than {} loop iterations",
-                            self.host.limits.max_loop_iterations
-                        ),
-                        Some(f.span),
-                    ));
-                }
-            }
             block = next;
         }
     }
@@ -333,7 +342,7 @@ impl<'h> Evaluator<'h> {
                 }
                 _ => return Err(err("internal: field of a non-struct", span)),
             },
-            Op::Index(l, i) => {
+            Op::Index(l, i) | Op::Element(l, i) => {
                 let i = int(v(i));
                 match v(l) {
                     Value::List(items) => {

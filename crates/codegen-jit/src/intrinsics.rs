@@ -22,6 +22,7 @@ use runtime::{Context, TypeDesc, Value};
 
 use crate::eval::{Slot, int_op};
 use crate::host::{ExecError, Host, StackFrame};
+use crate::rawlist::RawList;
 
 /// What compiled code reads and writes directly, at fixed offsets (see `jit.rs`), then
 /// what only the intrinsics use.
@@ -33,6 +34,8 @@ pub struct Env {
     pub max_depth: u64,
     pub iterations: u64,
     pub max_iterations: u64,
+    /// Where a slow path's adapter leaves the intrinsic's result (see `jit.rs`).
+    pub out: i64,
     pub host: *const Host,
     pub program: *const crate::jit::JitProgram,
     pub error: Option<ExecError>,
@@ -43,6 +46,7 @@ pub const OFFSET_DEPTH: i32 = 8;
 pub const OFFSET_MAX_DEPTH: i32 = 16;
 pub const OFFSET_ITERATIONS: i32 = 24;
 pub const OFFSET_MAX_ITERATIONS: i32 = 32;
+pub const OFFSET_OUT: i32 = 40;
 
 impl Env {
     pub fn new(host: &Host, program: &crate::jit::JitProgram) -> Env {
@@ -52,6 +56,7 @@ impl Env {
             max_depth: host.limits.max_depth as u64,
             iterations: 0,
             max_iterations: host.limits.max_loop_iterations,
+            out: 0,
             host,
             program,
             error: None,
@@ -118,6 +123,17 @@ pub fn to_value(host: &Host, ty: &Type, raw: i64) -> Value {
         // SAFETY: heap-typed native values are object pointers.
         _ => match unsafe { obj(raw) } {
             Some(Slot::Val(v)) => v.clone(),
+            Some(Slot::Raw(list)) => {
+                let Type::List(elem) = ty else {
+                    return Value::Unit;
+                };
+                Value::List(Arc::new(
+                    list.as_slice()
+                        .iter()
+                        .map(|x| to_value(host, elem, *x))
+                        .collect(),
+                ))
+            }
             _ => Value::Unit,
         },
     }
@@ -300,6 +316,11 @@ pub unsafe extern "C" fn sap_call_host(
     let (env, desc) = unsafe { (&mut *env, &*desc) };
     let raw = unsafe { std::slice::from_raw_parts(args, desc.args.len()) };
     guard(env, desc.span, |env| {
+        if desc.builtin == Some(Builtin::Toposort)
+            && let Some(layers) = toposort_native(raw[0])
+        {
+            return layers.map_err(|e| ExecError::new(e, desc.span));
+        }
         let host = env.host();
         let values: Vec<Value> = desc
             .args
@@ -322,8 +343,39 @@ pub unsafe extern "C" fn sap_call_host(
     })
 }
 
-/// Appends to the list in `list` (whose reference it takes over); in place when nothing
-/// else holds it.
+/// `toposort` of a native list, read and answered in place (no runtime values); `None`
+/// when the list came from the host.
+fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
+    let Some(Slot::Raw(deps)) = (unsafe { obj(deps) }) else {
+        return None;
+    };
+    let deps = deps.as_slice();
+    let mut offsets = Vec::with_capacity(deps.len() + 1);
+    let mut targets = Vec::with_capacity(deps.len() * 2);
+    offsets.push(0);
+    for d in deps {
+        // SAFETY: the elements of a native `List<List<i64>>` are live list objects.
+        match unsafe { obj(*d) } {
+            Some(Slot::Raw(node)) => targets.extend_from_slice(node.as_slice()),
+            Some(Slot::Val(Value::List(node))) => targets.extend(
+                node.iter()
+                    .map(|v| if let Value::Int(n) = v { *n } else { -1 }),
+            ),
+            _ => {}
+        }
+        offsets.push(targets.len());
+    }
+    let layers = crate::toposort::layers_flat(&offsets, &targets, |layer| {
+        let nodes = layer.iter().map(|&n| n as i64).collect();
+        new_obj(Slot::Raw(RawList::from_vec(nodes, false)))
+    });
+    Some(layers.map(|layers| new_obj(Slot::Raw(RawList::from_vec(layers, true)))))
+}
+
+/// Appends `item` (borrowed) to the list in `list` (whose reference it takes over), in
+/// place when nothing else holds it; the result is always a native list. Compiled code
+/// appends by itself when it can (see `rawlist::layout`), and calls this otherwise: the
+/// first element, a full buffer, a shared list, a list that came from the host.
 pub unsafe extern "C" fn sap_push(
     env: *mut Env,
     desc: *const TypeArg,
@@ -331,28 +383,33 @@ pub unsafe extern "C" fn sap_push(
     item: i64,
 ) -> i64 {
     let (env, desc) = unsafe { (&mut *env, &*desc) };
-    guard(env, desc.span, |env| {
-        let item = to_value(env.host(), &desc.ty, item);
+    guard(env, desc.span, |_| {
+        let heap = desc.ty.is_heap();
+        if heap {
+            // The list's own reference.
+            sap_retain(item);
+        }
         if list == 0 {
-            return Ok(new_obj(Slot::Val(Value::List(Arc::new(vec![item])))));
+            return Ok(new_obj(Slot::Raw(RawList::from_vec(vec![item], heap))));
         }
         // SAFETY: we own one reference to `list`.
         let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
-        match Arc::get_mut(&mut arc) {
-            Some(Slot::Val(Value::List(items))) => {
-                Arc::make_mut(items).push(item);
-                Ok(Arc::into_raw(arc) as i64)
-            }
-            _ => {
-                let mut items = match &*arc {
-                    Slot::Val(Value::List(items)) => (**items).clone(),
-                    _ => Vec::new(),
-                };
-                items.push(item);
-                drop(arc);
-                Ok(new_obj(Slot::Val(Value::List(Arc::new(items)))))
-            }
+        if let Some(Slot::Raw(items)) = Arc::get_mut(&mut arc) {
+            items.push(item);
+            return Ok(Arc::into_raw(arc) as i64);
         }
+        let mut items: Vec<i64> = match &*arc {
+            Slot::Raw(shared) => shared.clone().into_vec(),
+            Slot::Val(Value::List(values)) => {
+                let mut items = Vec::with_capacity(values.len() + 1);
+                items.extend(values.iter().map(|v| from_value(&desc.ty, v.clone())));
+                items
+            }
+            _ => Vec::new(),
+        };
+        items.push(item);
+        drop(arc);
+        Ok(new_obj(Slot::Raw(RawList::from_vec(items, heap))))
     })
 }
 
@@ -364,10 +421,14 @@ pub unsafe extern "C" fn sap_list(
 ) -> i64 {
     let (env, desc) = unsafe { (&mut *env, &*desc) };
     let raw = unsafe { std::slice::from_raw_parts(items, n as usize) };
-    guard(env, None, |env| {
-        let host = env.host();
-        let values = raw.iter().map(|r| to_value(host, &desc.ty, *r)).collect();
-        Ok(new_obj(Slot::Val(Value::List(Arc::new(values)))))
+    guard(env, None, |_| {
+        let heap = desc.ty.is_heap();
+        if heap {
+            for p in raw {
+                sap_retain(*p);
+            }
+        }
+        Ok(new_obj(Slot::Raw(RawList::from_vec(raw.to_vec(), heap))))
     })
 }
 
@@ -419,17 +480,29 @@ pub unsafe extern "C" fn sap_index(
     index: i64,
 ) -> i64 {
     let (env, desc) = unsafe { (&mut *env, &*desc) };
+    let out_of_range = |len: usize| {
+        ExecError::new(
+            format!("index {index} is out of range for a list of {len} elements"),
+            desc.span,
+        )
+    };
     guard(env, desc.span, |_| match unsafe { obj(list) } {
+        Some(Slot::Raw(items)) => {
+            let items = items.as_slice();
+            match usize::try_from(index).ok().and_then(|i| items.get(i)) {
+                Some(x) => {
+                    if desc.ty.is_heap() {
+                        sap_retain(*x);
+                    }
+                    Ok(*x)
+                }
+                None => Err(out_of_range(items.len())),
+            }
+        }
         Some(Slot::Val(Value::List(items))) => {
             match usize::try_from(index).ok().and_then(|i| items.get(i)) {
                 Some(v) => Ok(from_value(&desc.ty, v.clone())),
-                None => Err(ExecError::new(
-                    format!(
-                        "index {index} is out of range for a list of {} elements",
-                        items.len()
-                    ),
-                    desc.span,
-                )),
+                None => Err(out_of_range(items.len())),
             }
         }
         _ => Err(ExecError::new("internal: index of a non-list", desc.span)),
@@ -439,6 +512,7 @@ pub unsafe extern "C" fn sap_index(
 pub unsafe extern "C" fn sap_list_len(list: i64) -> i64 {
     match unsafe { obj(list) } {
         Some(Slot::Val(Value::List(items))) => items.len() as i64,
+        Some(Slot::Raw(items)) => items.as_slice().len() as i64,
         _ => 0,
     }
 }
@@ -536,8 +610,9 @@ pub unsafe extern "C" fn sap_parallel(
     guard(env, desc.span, |env| {
         // SAFETY: the host outlives the run; it is not part of `env`'s mutable state.
         let host: &Host = unsafe { &*env.host };
-        let items: Vec<Value> = match unsafe { obj(list) } {
-            Some(Slot::Val(Value::List(items))) => (**items).clone(),
+        let items: Vec<Value> = match to_value(host, &Type::List(Box::new(desc.elem.clone())), list)
+        {
+            Value::List(items) => Arc::unwrap_or_clone(items),
             _ => Vec::new(),
         };
         // SAFETY: the program outlives the run.

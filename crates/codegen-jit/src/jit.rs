@@ -18,6 +18,7 @@ use cranelift_codegen::ir::{
     AbiParam, InstBuilder, MemFlagsData as MemFlags, StackSlotData, StackSlotKind, UserFuncName,
     types,
 };
+use cranelift_codegen::isa::CallConv;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -28,6 +29,7 @@ use runtime::{Context, Value};
 use crate::eval::Slot;
 use crate::host::{Engine, ExecError, Host};
 use crate::intrinsics::*;
+use crate::rawlist;
 
 const I64: ir::Type = types::I64;
 
@@ -124,6 +126,11 @@ const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
     (Intr::Parallel, "sap_parallel", 4, true),
 ];
 
+/// Intrinsics called from the cold side of an inline fast path, through an adapter that
+/// preserves every register and leaves the result in `Env::out`; with their index in
+/// `FnCg::slow_paths`.
+const SLOW_PATHS: &[(Intr, usize)] = &[(Intr::Index, 0), (Intr::Push, 1), (Intr::ListLen, 2)];
+
 fn intrinsic_address(i: Intr) -> *const u8 {
     match i {
         Intr::Retain => sap_retain as *const u8,
@@ -193,9 +200,53 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
         intrinsic_ids.insert(*name, id);
     }
 
+    // The slow paths of inline list operations go through adapters that preserve every
+    // register: the values a loop keeps in registers stay there across them, instead of
+    // living in callee-saved registers or on the stack for the sake of a rare call.
+    let mut slow_ids = Vec::new();
+    for (i, (which, _)) in SLOW_PATHS.iter().enumerate() {
+        let mut sig = jit.make_signature();
+        sig.call_conv = CallConv::PreserveAll;
+        for _ in 0..4 {
+            sig.params.push(AbiParam::new(I64));
+        }
+        let id = jit
+            .declare_function(&format!("sap_slow_{i}"), Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        let frontend = jit.target_config();
+        let mut ctx = jit.make_context();
+        ctx.func.signature = sig;
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (_, name, arity, _) = INTRINSICS[*which as usize];
+        let callee = jit.declare_func_in_func(intrinsic_ids[name], b.func);
+        // The intrinsic takes the `Env` first, or only the arguments after it.
+        let args = if arity == 4 {
+            &params[..]
+        } else {
+            &params[1..=arity]
+        };
+        let call = b.ins().call(callee, args);
+        let result = b.inst_results(call)[0];
+        b.ins()
+            .store(MemFlags::trusted(), result, params[0], OFFSET_OUT);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(frontend);
+        jit.define_function(id, &mut ctx)
+            .map_err(|e| format!("cannot compile a slow path: {e:?}"))?;
+        slow_ids.push(id);
+    }
+
     let mut func_ids = Vec::new();
     for (i, f) in module.functions.iter().enumerate() {
+        // `fn(env, depth, params…)`: the call depth travels in a register.
         let mut sig = jit.make_signature();
+        sig.params.push(AbiParam::new(I64));
         sig.params.push(AbiParam::new(I64));
         for _ in &f.params {
             sig.params.push(AbiParam::new(I64));
@@ -245,12 +296,22 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
                 .iter()
                 .map(|id| jit.declare_func_in_func(*id, cg.b.func))
                 .collect();
+            cg.slow_paths = slow_ids
+                .iter()
+                .map(|id| jit.declare_func_in_func(*id, cg.b.func))
+                .collect();
             cg.body()
                 .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
             cg.b.finalize(frontend);
         }
         jit.define_function(func_ids[i], &mut ctx)
             .map_err(|e| format!("cannot compile `{}`: {e:?}", f.name))?;
+        // For people working on the code generator: `SAP_JIT_DUMP=dir` writes each
+        // function's machine code to `dir/<name>.bin` (`objdump -D -b binary -m i386:x86-64`).
+        if let (Some(code), Some(dir)) = (ctx.compiled_code(), std::env::var_os("SAP_JIT_DUMP")) {
+            let path = std::path::Path::new(&dir).join(format!("{}.bin", f.name));
+            let _ = std::fs::write(path, code.buffer.data());
+        }
         jit.clear_context(&mut ctx);
 
         // The trampoline: unpack the argument array, call, return.
@@ -266,7 +327,8 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (env, args) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            let mut call_args = vec![env];
+            let depth = b.ins().load(I64, MemFlags::trusted(), env, OFFSET_DEPTH);
+            let mut call_args = vec![env, depth];
             for k in 0..f.params.len() {
                 call_args.push(b.ins().load(I64, MemFlags::trusted(), args, (k * 8) as i32));
             }
@@ -301,19 +363,30 @@ struct FnCg<'a, 'b> {
     keep: &'a mut Keep,
     intrinsics: HashMap<usize, ir::FuncRef>,
     functions: Vec<ir::FuncRef>,
+    /// The adapters of `SLOW_PATHS`, in order.
+    slow_paths: Vec<ir::FuncRef>,
     env: ir::Value,
     vars: Vec<Variable>,
     /// Values used outside the block that defines them live in variables.
     cross: HashMap<u32, Variable>,
     values: HashMap<u32, ir::Value>,
     blocks: Vec<ir::Block>,
-    /// The call depth on entry, restored on return.
-    depth: ir::Value,
+    /// The run's loop-iteration count, kept in a register in a function with loops:
+    /// written back to the `Env` around every call that can read or advance it, and on
+    /// return. A function without loops leaves it in the `Env`.
+    iterations: Option<Variable>,
+    /// The depth of this function's callees (its own plus one).
+    deeper: ir::Value,
+    /// Where native lists keep their parts.
+    layout: rawlist::Layout,
     /// Loads in the current block that borrow the variable's reference (see
     /// `borrowed_loads`).
     borrowed: std::collections::HashSet<u32>,
     /// The value the instruction being compiled defines.
     current_dest: u32,
+    /// Whether code is being emitted on the slow side of a fast path: blocks made there
+    /// are laid out after the hot code.
+    cold: bool,
 }
 
 fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
@@ -334,21 +407,215 @@ impl<'a, 'b> FnCg<'a, 'b> {
             keep,
             intrinsics: HashMap::new(),
             functions: Vec::new(),
+            slow_paths: Vec::new(),
             env: ir::Value::from_u32(0),
             vars: Vec::new(),
             cross: HashMap::new(),
             values: HashMap::new(),
             blocks: Vec::new(),
-            depth: ir::Value::from_u32(0),
+            iterations: None,
+            deeper: ir::Value::from_u32(0),
+            layout: rawlist::layout(),
             borrowed: Default::default(),
             current_dest: u32::MAX,
+            cold: false,
         }
     }
 
+    /// Calls an intrinsic; one given the `Env` sees the iteration count as it is.
     fn call(&mut self, which: Intr, args: &[ir::Value]) -> Option<ir::Value> {
+        let with_env = args.first() == Some(&self.env);
+        if with_env {
+            self.save_iterations();
+        }
         let r = self.intrinsics[&(which as usize)];
         let inst = self.b.ins().call(r, args);
-        self.b.inst_results(inst).first().copied()
+        let result = self.b.inst_results(inst).first().copied();
+        if with_env {
+            self.reload_iterations();
+        }
+        result
+    }
+
+    /// Calls the adapter of a slow path (see `SLOW_PATHS`) with the `Env` and up to
+    /// three arguments, and returns what the intrinsic returned. Registers survive it.
+    fn slow_call(&mut self, which: Intr, args: &[ir::Value]) -> ir::Value {
+        let index = SLOW_PATHS
+            .iter()
+            .find(|(w, _)| *w as usize == which as usize)
+            .map(|(_, i)| *i)
+            .expect("a slow path");
+        let mut values = vec![self.env];
+        values.extend_from_slice(args);
+        while values.len() < 4 {
+            values.push(self.env);
+        }
+        // These intrinsics neither read nor count iterations: the count stays where it is
+        // (a value redefined here would have to be merged at every join).
+        let r = self.slow_paths[index];
+        self.b.ins().call(r, &values);
+        self.load_env(OFFSET_OUT)
+    }
+
+    /// Tells the runtime the depth of a call it makes on this function's behalf (a tool
+    /// the plan executor runs, a `parallel for` body).
+    fn publish_depth(&mut self) {
+        let deeper = self.deeper;
+        self.store_env(deeper, OFFSET_DEPTH);
+    }
+
+    fn save_iterations(&mut self) {
+        if let Some(var) = self.iterations {
+            let n = self.b.use_var(var);
+            self.store_env(n, OFFSET_ITERATIONS);
+        }
+    }
+
+    fn reload_iterations(&mut self) {
+        if let Some(var) = self.iterations {
+            let n = self.load_env(OFFSET_ITERATIONS);
+            self.b.def_var(var, n);
+        }
+    }
+
+    /// Continues in a new block when `list` is a native list, and goes to `slow` when it
+    /// is not (a list from the host, or none when `may_be_null`).
+    fn when_native_list(&mut self, list: ir::Value, slow: ir::Block, may_be_null: bool) {
+        let native = self.b.create_block();
+        if may_be_null {
+            let present = self.b.create_block();
+            self.b.ins().brif(list, present, &[], slow, &[]);
+            self.b.switch_to_block(present);
+        }
+        let tag = self.b.ins().load(I64, MemFlags::trusted(), list, 0);
+        let is_native = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, tag, self.layout.raw_tag);
+        self.b.ins().brif(is_native, native, &[], slow, &[]);
+        self.b.switch_to_block(native);
+    }
+
+    /// Continues in a new block when `condition` holds, and goes to `otherwise` if not.
+    fn continue_if(&mut self, condition: ir::Value, otherwise: ir::Block) {
+        let next = self.b.create_block();
+        self.b.ins().brif(condition, next, &[], otherwise, &[]);
+        self.b.switch_to_block(next);
+    }
+
+    fn list_field(&mut self, list: ir::Value, offset: i32) -> ir::Value {
+        self.b.ins().load(I64, MemFlags::trusted(), list, offset)
+    }
+
+    /// The number of elements of a list: read in place from a native list.
+    fn list_len(&mut self, list: ir::Value) -> ir::Value {
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let result = self.b.declare_var(I64);
+        self.when_native_list(list, slow, true);
+        let len = self.list_field(list, self.layout.len);
+        self.b.def_var(result, len);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let len = self.slow_call(Intr::ListLen, &[list]);
+        self.b.def_var(result, len);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        self.b.use_var(result)
+    }
+
+    /// `list[index]`: loaded in place from a native list when the index is in range; the
+    /// runtime handles other lists and reports a bad index. `checked` is false for
+    /// `Op::Element`, whose index is in range by construction.
+    fn list_index(
+        &mut self,
+        list: ir::Value,
+        index: ir::Value,
+        elem: &Type,
+        span: Option<SrcSpan>,
+        checked: bool,
+    ) -> ir::Value {
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let result = self.b.declare_var(I64);
+        // The list a `for` loop holds is always there.
+        self.when_native_list(list, slow, checked);
+        if checked {
+            let len = self.list_field(list, self.layout.len);
+            let in_range = self.b.ins().icmp(IntCC::UnsignedLessThan, index, len);
+            self.continue_if(in_range, slow);
+        }
+        let items = self.list_field(list, self.layout.ptr);
+        let offset = self.b.ins().ishl_imm_u(index, 3);
+        let at = self.b.ins().iadd(items, offset);
+        let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
+        if elem.is_heap() {
+            self.call(Intr::Retain, &[x]);
+        }
+        self.b.def_var(result, x);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let d = self.type_arg(elem.clone(), span);
+        let x = self.slow_call(Intr::Index, &[d, list, index]);
+        self.b.def_var(result, x);
+        self.cold = true;
+        self.check_failed(span);
+        self.cold = false;
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        self.b.use_var(result)
+    }
+
+    /// `xs = push(xs, x)` on the variable `var`: written in place when the list is
+    /// native, held by the variable alone and has room; otherwise the runtime appends
+    /// (growing, copying a shared list, or converting one from the host).
+    fn push_in_place(
+        &mut self,
+        var: Variable,
+        item: ir::Value,
+        elem: &Type,
+        span: Option<SrcSpan>,
+    ) {
+        let list = self.b.use_var(var);
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        if let Some(strong) = self.layout.strong {
+            self.when_native_list(list, slow, true);
+            let count = self.list_field(list, strong);
+            let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
+            self.continue_if(unique, slow);
+            let len = self.list_field(list, self.layout.len);
+            let cap = self.list_field(list, self.layout.cap);
+            let room = self.b.ins().icmp(IntCC::UnsignedLessThan, len, cap);
+            self.continue_if(room, slow);
+            let items = self.list_field(list, self.layout.ptr);
+            let offset = self.b.ins().ishl_imm_u(len, 3);
+            let at = self.b.ins().iadd(items, offset);
+            self.b.ins().store(MemFlags::trusted(), item, at, 0);
+            if elem.is_heap() {
+                // The list's own reference.
+                self.call(Intr::Retain, &[item]);
+            }
+            let longer = self.b.ins().iadd_imm_s(len, 1);
+            self.b
+                .ins()
+                .store(MemFlags::trusted(), longer, list, self.layout.len);
+            self.b.ins().jump(done, &[]);
+            self.b.set_cold_block(slow);
+        } else {
+            self.b.ins().jump(slow, &[]);
+        }
+        self.b.switch_to_block(slow);
+        let d = self.type_arg(elem.clone(), span);
+        let new = self.slow_call(Intr::Push, &[d, list, item]);
+        self.b.def_var(var, new);
+        self.cold = self.layout.strong.is_some();
+        self.check_failed(span);
+        self.cold = false;
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     fn iconst(&mut self, n: i64) -> ir::Value {
@@ -378,6 +645,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.set_cold_block(error);
         self.unwind(span);
         self.b.switch_to_block(ok);
+        if self.cold {
+            self.b.set_cold_block(ok);
+        }
     }
 
     /// Records this function on the sap stack and returns from it with the error.
@@ -489,7 +759,8 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.blocks = f.blocks.iter().map(|_| self.b.create_block()).collect();
         self.b.switch_to_block(entry);
         self.env = self.b.block_params(entry)[0];
-        let params: Vec<ir::Value> = self.b.block_params(entry)[1..].to_vec();
+        let depth = self.b.block_params(entry)[1];
+        let params: Vec<ir::Value> = self.b.block_params(entry)[2..].to_vec();
         for local in &f.locals {
             let _ = local;
             let var = self.b.declare_var(I64);
@@ -511,16 +782,23 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b.def_var(var, zero);
             self.cross.insert(id, var);
         }
-        // Recursion depth.
-        self.depth = self.load_env(OFFSET_DEPTH);
+        let has_loops = f
+            .blocks
+            .iter()
+            .any(|b| matches!(b.term, Terminator::Loop(_)));
+        if has_loops {
+            self.iterations = Some(self.b.declare_var(I64));
+            self.reload_iterations();
+        }
+        // Recursion depth: this function's is its caller's plus one, passed to its
+        // callees; nothing is stored, so calls do not wait on memory.
+        self.deeper = self.b.ins().iadd_imm_s(depth, 1);
         let max = self.load_env(OFFSET_MAX_DEPTH);
         let too_deep = self
             .b
             .ins()
-            .icmp(IntCC::UnsignedGreaterThanOrEqual, self.depth, max);
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
         self.fail_if(too_deep, FailKind::Depth, Some(f.span), zero, zero);
-        let deeper = self.b.ins().iadd_imm_s(self.depth, 1);
-        self.store_env(deeper, OFFSET_DEPTH);
         let first = self.blocks[0];
         self.b.ins().jump(first, &[]);
 
@@ -558,17 +836,17 @@ impl<'a, 'b> FnCg<'a, 'b> {
                             self.call(Intr::Release, &[v]);
                         }
                     }
-                    let depth = self.depth;
-                    self.store_env(depth, OFFSET_DEPTH);
+                    self.save_iterations();
                     self.b.ins().return_(&[result]);
                 }
-                Terminator::Jump(t) => {
+                Terminator::Jump(t) | Terminator::Loop(t) => {
                     self.release_temps(&temps);
-                    if (*t as usize) <= bi {
-                        // A back edge: count the iteration against the budget.
-                        let n = self.load_env(OFFSET_ITERATIONS);
+                    if matches!(block.term, Terminator::Loop(_)) {
+                        // Count the iteration against the budget.
+                        let var = self.iterations.expect("a function with loops");
+                        let n = self.b.use_var(var);
                         let n1 = self.b.ins().iadd_imm_s(n, 1);
-                        self.store_env(n1, OFFSET_ITERATIONS);
+                        self.b.def_var(var, n1);
                         let max = self.load_env(OFFSET_MAX_ITERATIONS);
                         let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, n1, max);
                         self.fail_if(over, FailKind::Iterations, Some(f.span), n1, max);
@@ -707,13 +985,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 }
             }
             Op::Call(callee, args) => {
-                let mut values = vec![self.env];
+                let mut values = vec![self.env, self.deeper];
                 for a in args {
                     values.push(self.value(*a));
                 }
                 let r = self.functions[*callee as usize];
+                self.save_iterations();
                 let inst = self.b.ins().call(r, &values);
                 let result = self.b.inst_results(inst)[0];
+                self.reload_iterations();
                 self.check_failed(span);
                 result
             }
@@ -734,7 +1014,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     && matches!(arg_types.first(), Some(Type::List(_)))
                 {
                     let l = self.value(args[0]);
-                    return Ok(self.call(Intr::ListLen, &[l]));
+                    return Ok(Some(self.list_len(l)));
                 }
                 let desc = keep_ptr!(
                     self.keep.host_calls,
@@ -749,6 +1029,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 let values: Vec<ir::Value> = args.iter().map(|a| self.value(*a)).collect();
                 let array = self.array(&values);
                 let d = self.iconst(desc);
+                self.publish_depth();
                 let r = self
                     .call(Intr::CallHost, &[self.env, d, array])
                     .unwrap_or(d);
@@ -762,13 +1043,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 };
                 let item = self.value(*x);
                 let var = self.vars[*l as usize];
-                let list = self.b.use_var(var);
-                let d = self.type_arg(elem, span);
-                let new = self
-                    .call(Intr::Push, &[self.env, d, list, item])
-                    .unwrap_or(list);
-                self.b.def_var(var, new);
-                self.check_failed(span);
+                self.push_in_place(var, item, &elem, span);
                 return Ok(None);
             }
             Op::List(items) => {
@@ -813,10 +1088,11 @@ impl<'a, 'b> FnCg<'a, 'b> {
             }
             Op::Index(l, i) => {
                 let (l, i) = (self.value(*l), self.value(*i));
-                let d = self.type_arg(ty.clone(), span);
-                let r = self.call(Intr::Index, &[self.env, d, l, i]).unwrap_or(i);
-                self.check_failed(span);
-                r
+                self.list_index(l, i, &ty, span, true)
+            }
+            Op::Element(l, i) => {
+                let (l, i) = (self.value(*l), self.value(*i));
+                self.list_index(l, i, &ty, span, false)
             }
             Op::ContextNew => self.call(Intr::CtxNew, &[]).expect("returns"),
             Op::ContextChild(c) => {
@@ -910,6 +1186,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 let array = self.array(&values);
                 let l = self.value(*list);
                 let d = self.iconst(desc);
+                self.publish_depth();
                 let r = self
                     .call(Intr::Parallel, &[self.env, d, l, array])
                     .unwrap_or(d);

@@ -13,6 +13,7 @@ pub mod host;
 mod intrinsics;
 pub mod jit;
 mod jsonpath;
+mod rawlist;
 mod toposort;
 
 pub use eval::Evaluator;

@@ -183,6 +183,69 @@ fn main() -> () {
     );
 }
 
+/// Lists built by compiled code are native (appended and indexed in place); lists from
+/// the host are not. Both kinds mix: a shared list is copied before an append, a list
+/// from a field or a builtin becomes native when appended to, and every kind of element
+/// (integers, floats, Booleans, variants, strings, lists) crosses back intact.
+#[test]
+fn lists_of_every_origin_and_element_type() {
+    both(lists_of_every_origin_and_element_type_body)
+}
+
+fn lists_of_every_origin_and_element_type_body() {
+    let r = run(r#"
+struct Bag { items: List<i64>, names: List<String> }
+fn sum(xs: List<i64>) -> i64 {
+    let t = 0
+    for x in xs { t += x }
+    t
+}
+enum Color { Red, Green }
+fn main() -> () {
+    let xs: List<i64> = []
+    let i = 0
+    while i < 100 { xs = push(xs, i); i += 1 }
+    let ys = xs
+    xs = push(xs, 1000)
+    print(to_string(len(xs)) + " " + to_string(len(ys)))
+    print(to_string(sum(xs)) + " " + to_string(sum(ys)))
+    let b = Bag { items: ys, names: ["a", "b"] }
+    let zs = b.items
+    zs = push(zs, 7)
+    print(to_string(len(zs)) + " " + to_string(len(b.items)) + " " + to_string(zs[100]))
+    let words = lines("x\ny")
+    words = push(words, "z")
+    print(to_string(words))
+    let grid: List<List<String>> = []
+    grid = push(grid, words)
+    grid = push(grid, [])
+    grid = push(grid, ["w"])
+    print(to_string(grid))
+    print(grid[0][2] + grid[2][0])
+    let fs = [1.5, 2.5]
+    fs = push(fs, 3.0)
+    print(to_string(fs))
+    let bs = [true]
+    bs = push(bs, false)
+    print(to_string(bs))
+    let cs = [Color::Red]
+    cs = push(cs, Color::Green)
+    print(to_string(cs))
+    let squares = parallel for x in xs { x * 2 }
+    print(to_string(len(squares)) + " " + to_string(squares[100]))
+    print(to_string(to_string(xs) == to_string(ys)) + " " + to_string(to_string(ys) == to_string(b.items)))
+    print(to_string(set(ys, 0, 42)[0]) + " " + to_string(ys[0]))
+    let t = toposort([[], [0], [0, 1]])
+    print(to_string(t))
+}
+"#);
+    assert_eq!(r.result, Ok(Value::Unit));
+    assert_eq!(
+        r.output,
+        "101 100\n5950 4950\n101 100 7\n[\"x\",\"y\",\"z\"]\n[[\"x\",\"y\",\"z\"],[],[\"w\"]]\nzw\n[1.5,2.5,3.0]\n[true,false]\n[\"Red\",\"Green\"]\n101 2000\nfalse true\n42 0\n[[0],[1],[2]]\n"
+    );
+}
+
 #[test]
 fn arithmetic_errors_point_at_the_source() {
     both(arithmetic_errors_point_at_the_source_body)
@@ -239,12 +302,28 @@ fn recursion_and_loops_are_bounded_body() {
     assert_eq!(e.message, "recursion deeper than 200 calls");
     let e = run_with_model(
         "fn main() -> () { let go = true\n while go { print(\"\") } }",
-        limits,
+        limits.clone(),
         |_, _| unreachable!(),
     )
     .result
     .unwrap_err();
     assert_eq!(e.message, "more than 1000 loop iterations");
+    // `continue` starts an iteration too.
+    let e = run_with_model(
+        "fn main() -> () { let i = 0\n while i < 5000 { i += 1\n if i > 0 { continue }\n print(\"\") } }",
+        limits.clone(),
+        |_, _| unreachable!(),
+    )
+    .result
+    .unwrap_err();
+    assert_eq!(e.message, "more than 1000 loop iterations");
+    // Branches are not iterations: fib(16) takes 3,193 calls, each with an `if`.
+    let r = run_with_model(
+        "fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }\nfn main() -> () { let i = 0\n while i < 3 { i += 1 }\n print(to_string(fib(16))) }",
+        limits,
+        |_, _| unreachable!(),
+    );
+    assert_eq!(r.output, "987\n");
 }
 
 #[test]

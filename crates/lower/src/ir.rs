@@ -201,6 +201,10 @@ pub enum Op {
     Struct(TypeId, Vec<ValueId>),
     Field(ValueId, u32),
     Index(ValueId, ValueId),
+    /// An element of the list a `for` loop walks: like `Index`, but the index is in range
+    /// by construction (the loop's own list never changes and the index stays below its
+    /// length), so native code skips the bounds check.
+    Element(ValueId, ValueId),
     /// `Context::new()`.
     ContextNew,
     /// A frame on top of a context, for a callee or a loop iteration.
@@ -308,7 +312,7 @@ impl Op {
             | Op::Arg(v, _)
             | Op::Arm(v)
             | Op::Instruct(v, _) => out.push(*v),
-            Op::Binary(_, _, a, b) | Op::Index(a, b) => out.extend([*a, *b]),
+            Op::Binary(_, _, a, b) | Op::Index(a, b) | Op::Element(a, b) => out.extend([*a, *b]),
             Op::Call(_, args)
             | Op::CallExtern(_, args)
             | Op::CallBuiltin(_, args)
@@ -337,7 +341,7 @@ impl Terminator {
             Terminator::Branch(v, _, _) | Terminator::Switch(v, _) | Terminator::Return(v) => {
                 Some(*v)
             }
-            Terminator::Jump(_) | Terminator::Unreachable => None,
+            Terminator::Jump(_) | Terminator::Loop(_) | Terminator::Unreachable => None,
         }
     }
 }
@@ -347,6 +351,9 @@ pub enum Terminator {
     #[default]
     Unreachable,
     Jump(BlockId),
+    /// Back to a loop's head for its next iteration: a jump that counts against the
+    /// loop-iteration budget. Every cycle of the graph passes through one.
+    Loop(BlockId),
     Branch(ValueId, BlockId, BlockId),
     /// Jump to `targets[value]` (a `select`'s chosen arm).
     Switch(ValueId, Vec<BlockId>),

@@ -206,6 +206,9 @@ impl<'db> ModuleLower<'db> {
 /// Where `break` and `continue` go, and what leaving the loop restores.
 struct LoopTarget {
     continue_to: BlockId,
+    /// Whether `continue` goes straight back to the head (a `while`), which starts an
+    /// iteration, rather than to a step block that does (a `for`).
+    continue_iterates: bool,
     break_to: BlockId,
     /// The context slot and the frame to restore when the iteration ends.
     saved_context: Option<(LocalId, LocalId)>,
@@ -551,12 +554,14 @@ impl<'a, 'db> FnLower<'a, 'db> {
             }
             StmtKind::Break | StmtKind::Continue => {
                 let target = self.loops.last().expect("hir checked the loop");
-                let (to, saved) = match stmt.kind {
-                    StmtKind::Break => (target.break_to, target.saved_context),
-                    _ => (target.continue_to, target.saved_context),
+                let saved = target.saved_context;
+                let term = match stmt.kind {
+                    StmtKind::Break => Terminator::Jump(target.break_to),
+                    _ if target.continue_iterates => Terminator::Loop(target.continue_to),
+                    _ => Terminator::Jump(target.continue_to),
                 };
                 self.restore_context(saved);
-                self.terminate(Terminator::Jump(to));
+                self.terminate(term);
             }
             StmtKind::While { cond, body } => {
                 let head = self.new_block();
@@ -570,13 +575,14 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let saved = self.enter_iteration();
                 self.loops.push(LoopTarget {
                     continue_to: head,
+                    continue_iterates: true,
                     break_to: exit,
                     saved_context: saved,
                 });
                 self.lower_block(body);
                 self.loops.pop();
                 self.restore_context(saved);
-                self.terminate(Terminator::Jump(head));
+                self.terminate(Terminator::Loop(head));
                 self.switch_to(exit);
             }
             StmtKind::For { var, iter, body } => {
@@ -591,6 +597,11 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let index = self.new_local("for index", Type::I64);
                 let zero = self.emit(Op::Const(Const::Int(0)), Type::I64, None);
                 self.emit_void(Op::Store(index, zero), None);
+                // The hidden local is never assigned again, so the length is read once.
+                let count = self.new_local("for count", Type::I64);
+                let l = self.emit(Op::Load(list), list_ty.clone(), None);
+                let n = self.emit(Op::CallBuiltin(Builtin::Len, vec![l]), Type::I64, None);
+                self.emit_void(Op::Store(count, n), None);
                 let head = self.new_block();
                 let body_block = self.new_block();
                 let step = self.new_block();
@@ -598,8 +609,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.terminate(Terminator::Jump(head));
                 self.switch_to(head);
                 let i = self.emit(Op::Load(index), Type::I64, None);
-                let l = self.emit(Op::Load(list), list_ty.clone(), None);
-                let n = self.emit(Op::CallBuiltin(Builtin::Len, vec![l]), Type::I64, None);
+                let n = self.emit(Op::Load(count), Type::I64, None);
                 let more = self.emit(Op::Binary(BinOp::Lt, Type::I64, i, n), Type::Bool, None);
                 self.terminate(Terminator::Branch(more, body_block, exit));
                 self.switch_to(body_block);
@@ -607,13 +617,17 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.scopes.push(Vec::new());
                 let l = self.emit(Op::Load(list), list_ty, None);
                 let i = self.emit(Op::Load(index), Type::I64, None);
-                let element =
-                    self.emit(Op::Index(l, i), elem_ty.clone(), Some(self.src(iter.span)));
+                let element = self.emit(
+                    Op::Element(l, i),
+                    elem_ty.clone(),
+                    Some(self.src(iter.span)),
+                );
                 let var_local = self.new_local(&var.name, elem_ty);
                 self.emit_void(Op::Store(var_local, element), None);
                 self.bind(&var.name, var_local);
                 self.loops.push(LoopTarget {
                     continue_to: step,
+                    continue_iterates: false,
                     break_to: exit,
                     saved_context: saved,
                 });
@@ -627,7 +641,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let one = self.emit(Op::Const(Const::Int(1)), Type::I64, None);
                 let next = self.emit(Op::Binary(BinOp::Add, Type::I64, i, one), Type::I64, None);
                 self.emit_void(Op::Store(index, next), None);
-                self.terminate(Terminator::Jump(head));
+                self.terminate(Terminator::Loop(head));
                 self.switch_to(exit);
             }
             StmtKind::Expr(e) => {

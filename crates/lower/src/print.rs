@@ -1,5 +1,5 @@
 //! The IR's printed form: one line per instruction, readable and stable, for snapshot
-//! tests and `sapc build --emit ir`.
+//! tests and `sapc build --emit-ir`.
 
 use std::fmt::Write;
 
@@ -171,6 +171,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
                 }
                 Op::Field(v, i) => format!("field v{v}.{i}"),
                 Op::Index(v, i) => format!("index v{v}[v{i}]"),
+                Op::Element(v, i) => format!("element v{v}[v{i}]"),
                 Op::ContextNew => "context_new".to_owned(),
                 Op::ContextChild(c) => format!("context_child v{c}"),
                 Op::Instruct(c, text) => format!("instruct v{c}, {text:?}"),
@@ -210,6 +211,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
         let term = match &block.term {
             Terminator::Unreachable => "unreachable".to_owned(),
             Terminator::Jump(b) => format!("jump b{b}"),
+            Terminator::Loop(b) => format!("loop b{b}"),
             Terminator::Branch(c, t, e) => format!("branch v{c}, b{t}, b{e}"),
             Terminator::Switch(v, targets) => {
                 let names: Vec<String> = targets.iter().map(|t| format!("b{t}")).collect();

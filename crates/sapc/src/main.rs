@@ -36,6 +36,9 @@ enum Command {
     Build {
         /// The program.
         file: PathBuf,
+        /// Also print the lowered module (the IR) on standard output.
+        #[arg(long)]
+        emit_ir: bool,
     },
     /// Check and run a program's `main`.
     Run(Box<run::RunArgs>),
@@ -74,7 +77,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
-        Command::Build { file } => ExitCode::from(run::build(&file)),
+        Command::Build { file, emit_ir } => ExitCode::from(run::build(&file, emit_ir)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),

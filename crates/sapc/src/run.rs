@@ -447,14 +447,17 @@ pub fn compile(program: &Program) -> Result<Result<lower::ir::Module, u8>, Strin
 }
 
 /// `sapc build`: check, lower, and store the module in the cache.
-pub fn build(file: &Path) -> u8 {
+pub fn build(file: &Path, emit_ir: bool) -> u8 {
     let result = (|| -> Result<u8, String> {
         let program = match load_program(file)? {
             Ok(program) => program,
             Err(code) => return Ok(code),
         };
         let key = program.cache_key();
-        if cache::load(&key).is_some() {
+        if let Some(module) = cache::load(&key) {
+            if emit_ir {
+                print!("{}", lower::print::module(&module));
+            }
             eprintln!(
                 "{} is up to date in the build cache ({key})",
                 file.display()
@@ -465,6 +468,9 @@ pub fn build(file: &Path) -> u8 {
             Ok(module) => module,
             Err(code) => return Ok(code),
         };
+        if emit_ir {
+            print!("{}", lower::print::module(&module));
+        }
         let path = cache::store(&key, &module)?;
         eprintln!("built {} → {}", file.display(), path.display());
         Ok(exit::OK)
