@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 use codegen_jit::{Evaluator, Externs, Host, Limits, on_big_stack};
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Program {
     name: &'static str,
     sap: &'static str,
