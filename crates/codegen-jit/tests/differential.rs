@@ -1,6 +1,8 @@
-//! Differential testing: random integer programs (arithmetic that may overflow or divide
-//! by zero, comparisons, `if`, loops, calls) give the same result — or the same error —
-//! through the JIT and through the reference evaluator.
+//! Differential testing: random programs give the same result — or the same error —
+//! through the JIT and through the reference evaluator: integer programs (arithmetic that
+//! may overflow or divide by zero, comparisons, `if`, loops, calls), and list programs
+//! (appends in place and not, shared lists, nesting, indexing in and out of range, `for`,
+//! `set`, `parallel for`, lists from builtins).
 
 use std::sync::Arc;
 
@@ -84,6 +86,36 @@ fn program(e: &E, a: i64, b: i64, c: i64) -> String {
     )
 }
 
+/// One statement of a list program over `a`, `b: List<i64>`, `g: List<List<i64>>`,
+/// `s: List<String>` and `t: i64`.
+fn list_statement() -> impl Strategy<Value = String> {
+    let k = prop_oneof![Just(-1i64), 0i64..6, Just(100)];
+    prop_oneof![
+        k.clone().prop_map(|k| format!("a = push(a, {k})")),
+        k.clone().prop_map(|k| format!("b = push(b, {k})")),
+        Just("b = a".to_owned()),
+        Just("a = b".to_owned()),
+        k.clone().prop_map(|k| format!("a = push(b, {k})")),
+        Just("g = push(g, a)".to_owned()),
+        Just("g = push(g, [t, t + 1])".to_owned()),
+        k.clone()
+            .prop_map(|k| format!("if len(g) > 0 {{ a = g[{k} % len(g)] }}")),
+        k.clone().prop_map(|k| format!("t = t + a[{k}]")),
+        k.clone()
+            .prop_map(|k| format!("if len(g) > 1 {{ t = t + g[1][{k}] }}")),
+        Just("for x in a { t = t + x }".to_owned()),
+        Just("for row in g { for x in row { t = t + x } }".to_owned()),
+        (k.clone(), k.clone()).prop_map(|(i, v)| format!("a = set(a, {i}, {v})")),
+        Just("s = push(s, to_string(len(a)))".to_owned()),
+        Just("s = lines(\"x\\ny\")".to_owned()),
+        Just("if len(s) > 0 { s = push(s, s[0] + \"!\") }".to_owned()),
+        Just("a = parallel for x in a { x * 2 }".to_owned()),
+        k.prop_map(|k| format!(
+            "let i = 0\n    while i < {k} {{ a = push(a, i)\n b = push(b, len(a))\n i += 1 }}"
+        )),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -107,6 +139,32 @@ proptest! {
                 prop_assert_eq!(x.span, y.span, "{}", source);
                 let names = |e: &codegen_jit::ExecError| e.stack.iter().map(|f| f.function.clone()).collect::<Vec<_>>();
                 prop_assert_eq!(names(x), names(y), "{}", source);
+            }
+            _ => prop_assert!(false, "the engines disagree on\n{source}\nJIT: {jit:?}\nevaluator: {eval:?}"),
+        }
+    }
+
+    #[test]
+    fn jit_and_evaluator_agree_on_lists(statements in proptest::collection::vec(list_statement(), 1..14)) {
+        let source = format!(
+            "fn main() -> String {{\n    let a: List<i64> = [1, 2]\n    let b: List<i64> = []\n    let g: List<List<i64>> = []\n    let s: List<String> = []\n    let t = 0\n    {}\n    to_string(a) + \" \" + to_string(b) + \" \" + to_string(g) + \" \" + to_string(s) + \" \" + to_string(t)\n}}\n",
+            statements.join("\n    ")
+        );
+        let mut db = hir::Database::default();
+        let file = db.add_file("lists.sap", source.clone());
+        let errors: Vec<_> = hir::check_file(&db, file).iter().filter(|d| d.is_error()).cloned().collect();
+        prop_assert!(errors.is_empty(), "{source}\n{errors:#?}");
+        let module = Arc::new(lower::lower_workspace(&db).unwrap());
+        let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+        let host = Host::new(module.clone(), None, tokio.handle().clone(), Externs::default(), Limits::default());
+        let program = codegen_jit::compile(module).unwrap();
+        let jit = on_big_stack(|| program.run_main(&host));
+        let eval = on_big_stack(|| Evaluator::new(&host).run_main());
+        match (&jit, &eval) {
+            (Ok(x), Ok(y)) => prop_assert_eq!(x, y, "{}", source),
+            (Err(x), Err(y)) => {
+                prop_assert_eq!(&x.message, &y.message, "{}", source);
+                prop_assert_eq!(x.span, y.span, "{}", source);
             }
             _ => prop_assert!(false, "the engines disagree on\n{source}\nJIT: {jit:?}\nevaluator: {eval:?}"),
         }
