@@ -387,6 +387,27 @@ struct FnCg<'a, 'b> {
     /// Whether code is being emitted on the slow side of a fast path: blocks made there
     /// are laid out after the hot code.
     cold: bool,
+    /// The local each `Load` reads, by the value it defines.
+    loaded_from: HashMap<u32, u32>,
+    /// For the hidden local holding the list a `for` loop walks: a variable with the
+    /// list's element buffer when it is native, else 0. The local is assigned once per
+    /// loop and holds its own reference, so nothing can append to that list in place
+    /// (that needs the only reference) and the buffer stays put for the whole loop.
+    buffers: HashMap<u32, Variable>,
+    /// For each local appended to in place, the parts of its list (see `Appender`).
+    appenders: HashMap<u32, Appender>,
+}
+
+/// The buffer, length and capacity of the list in a local that `xs = push(xs, x)`
+/// appends to, as compiled code last saw them; `items` is 0 when unknown. They stay true
+/// while the local holds the same list: only an append through this local can change a
+/// list it holds alone (anyone else's append finds the list shared and copies it), and
+/// every assignment to the local and every append the runtime makes forgets them.
+#[derive(Clone, Copy)]
+struct Appender {
+    items: Variable,
+    len: Variable,
+    cap: Variable,
 }
 
 fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
@@ -419,6 +440,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
             borrowed: Default::default(),
             current_dest: u32::MAX,
             cold: false,
+            loaded_from: HashMap::new(),
+            buffers: HashMap::new(),
+            appenders: HashMap::new(),
         }
     }
 
@@ -464,17 +488,28 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.store_env(deeper, OFFSET_DEPTH);
     }
 
+    /// Writes the count back: the register holds the iterations left, so the count is
+    /// the budget minus it.
     fn save_iterations(&mut self) {
         if let Some(var) = self.iterations {
-            let n = self.b.use_var(var);
+            let left = self.b.use_var(var);
+            let max = self.load_env(OFFSET_MAX_ITERATIONS);
+            let n = self.b.ins().isub(max, left);
             self.store_env(n, OFFSET_ITERATIONS);
         }
     }
 
+    /// Reads the iterations left (none when the count has reached the budget: the
+    /// iterations of a `parallel for` are added after they ran).
     fn reload_iterations(&mut self) {
         if let Some(var) = self.iterations {
             let n = self.load_env(OFFSET_ITERATIONS);
-            self.b.def_var(var, n);
+            let max = self.load_env(OFFSET_MAX_ITERATIONS);
+            let left = self.b.ins().isub(max, n);
+            let spent = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, n, max);
+            let zero = self.iconst(0);
+            let left = self.b.ins().select(spent, zero, left);
+            self.b.def_var(var, left);
         }
     }
 
@@ -568,29 +603,99 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.use_var(result)
     }
 
-    /// `xs = push(xs, x)` on the variable `var`: written in place when the list is
-    /// native, held by the variable alone and has room; otherwise the runtime appends
-    /// (growing, copying a shared list, or converting one from the host).
-    fn push_in_place(
+    /// Sets `buffer` to the element buffer of `list` when it is native, else to 0.
+    fn remember_buffer(&mut self, buffer: Variable, list: ir::Value) {
+        let other = self.b.create_block();
+        let done = self.b.create_block();
+        let zero = self.iconst(0);
+        self.b.def_var(buffer, zero);
+        self.when_native_list(list, other, true);
+        let items = self.list_field(list, self.layout.ptr);
+        self.b.def_var(buffer, items);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(other);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// An element of the list a `for` loop walks, from its buffer in a register (`items`,
+    /// 0 for a list from the host, which the runtime reads).
+    fn element_of_buffer(
         &mut self,
-        var: Variable,
-        item: ir::Value,
+        list: ir::Value,
+        items: ir::Value,
+        index: ir::Value,
         elem: &Type,
         span: Option<SrcSpan>,
-    ) {
+    ) -> ir::Value {
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let result = self.b.declare_var(I64);
+        self.b.ins().brif(items, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let offset = self.b.ins().ishl_imm_u(index, 3);
+        let at = self.b.ins().iadd(items, offset);
+        let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
+        if elem.is_heap() {
+            self.call(Intr::Retain, &[x]);
+        }
+        self.b.def_var(result, x);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let d = self.type_arg(elem.clone(), span);
+        let x = self.slow_call(Intr::Index, &[d, list, index]);
+        self.b.def_var(result, x);
+        self.cold = true;
+        self.check_failed(span);
+        self.cold = false;
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        self.b.use_var(result)
+    }
+
+    /// `xs = push(xs, x)` on the variable of `local`: written in place when the list is
+    /// native, held by the variable alone and has room; otherwise the runtime appends
+    /// (growing, copying a shared list, or converting one from the host).
+    ///
+    /// The buffer, length and capacity of the variable's list are kept in registers (see
+    /// `Appender`), so a loop of appends does not read back the length it just stored.
+    fn push_in_place(&mut self, local: u32, item: ir::Value, elem: &Type, span: Option<SrcSpan>) {
+        let var = self.vars[local as usize];
         let list = self.b.use_var(var);
         let slow = self.b.create_block();
         let done = self.b.create_block();
-        if let Some(strong) = self.layout.strong {
+        if let (Some(strong), Some(cache)) =
+            (self.layout.strong, self.appenders.get(&local).copied())
+        {
+            let known = self.b.create_block();
+            let unknown = self.b.create_block();
+            let append = self.b.create_block();
+            let cached = self.b.use_var(cache.items);
+            self.b.ins().brif(cached, known, &[], unknown, &[]);
+            self.b.switch_to_block(known);
+            self.b.ins().jump(append, &[]);
+            self.b.switch_to_block(unknown);
             self.when_native_list(list, slow, true);
+            for (v, offset) in [
+                (cache.items, self.layout.ptr),
+                (cache.len, self.layout.len),
+                (cache.cap, self.layout.cap),
+            ] {
+                let x = self.list_field(list, offset);
+                self.b.def_var(v, x);
+            }
+            self.b.ins().jump(append, &[]);
+            self.b.switch_to_block(append);
             let count = self.list_field(list, strong);
             let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
             self.continue_if(unique, slow);
-            let len = self.list_field(list, self.layout.len);
-            let cap = self.list_field(list, self.layout.cap);
+            let len = self.b.use_var(cache.len);
+            let cap = self.b.use_var(cache.cap);
             let room = self.b.ins().icmp(IntCC::UnsignedLessThan, len, cap);
             self.continue_if(room, slow);
-            let items = self.list_field(list, self.layout.ptr);
+            let items = self.b.use_var(cache.items);
             let offset = self.b.ins().ishl_imm_u(len, 3);
             let at = self.b.ins().iadd(items, offset);
             self.b.ins().store(MemFlags::trusted(), item, at, 0);
@@ -602,6 +707,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b
                 .ins()
                 .store(MemFlags::trusted(), longer, list, self.layout.len);
+            self.b.def_var(cache.len, longer);
             self.b.ins().jump(done, &[]);
             self.b.set_cold_block(slow);
         } else {
@@ -611,11 +717,20 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let d = self.type_arg(elem.clone(), span);
         let new = self.slow_call(Intr::Push, &[d, list, item]);
         self.b.def_var(var, new);
+        self.forget_appender(local);
         self.cold = self.layout.strong.is_some();
         self.check_failed(span);
         self.cold = false;
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
+    }
+
+    /// The variable of `local` holds another list (or the same one, grown elsewhere).
+    fn forget_appender(&mut self, local: u32) {
+        if let Some(cache) = self.appenders.get(&local).copied() {
+            let zero = self.iconst(0);
+            self.b.def_var(cache.items, zero);
+        }
     }
 
     fn iconst(&mut self, n: i64) -> ir::Value {
@@ -782,6 +897,40 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b.def_var(var, zero);
             self.cross.insert(id, var);
         }
+        for block in &f.blocks {
+            for inst in &block.insts {
+                if let Op::PushInPlace(local, _) = &inst.op
+                    && !self.appenders.contains_key(local)
+                {
+                    let [items, len, cap] = [(); 3].map(|_| {
+                        let v = self.b.declare_var(I64);
+                        self.b.def_var(v, zero);
+                        v
+                    });
+                    self.appenders.insert(*local, Appender { items, len, cap });
+                }
+            }
+        }
+        // The lists `for` loops walk: their element buffers are kept in registers.
+        for block in &f.blocks {
+            for inst in &block.insts {
+                if let (Op::Load(local), Some((id, _))) = (&inst.op, &inst.dest) {
+                    self.loaded_from.insert(*id, *local);
+                }
+            }
+        }
+        for block in &f.blocks {
+            for inst in &block.insts {
+                if let Op::Element(l, _) = &inst.op
+                    && let Some(local) = self.loaded_from.get(l).copied()
+                    && !self.buffers.contains_key(&local)
+                {
+                    let var = self.b.declare_var(I64);
+                    self.b.def_var(var, zero);
+                    self.buffers.insert(local, var);
+                }
+            }
+        }
         let has_loops = f
             .blocks
             .iter()
@@ -842,14 +991,13 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 Terminator::Jump(t) | Terminator::Loop(t) => {
                     self.release_temps(&temps);
                     if matches!(block.term, Terminator::Loop(_)) {
-                        // Count the iteration against the budget.
+                        // Count the iteration against the budget: one fewer left.
                         let var = self.iterations.expect("a function with loops");
-                        let n = self.b.use_var(var);
-                        let n1 = self.b.ins().iadd_imm_s(n, 1);
-                        self.b.def_var(var, n1);
-                        let max = self.load_env(OFFSET_MAX_ITERATIONS);
-                        let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, n1, max);
-                        self.fail_if(over, FailKind::Iterations, Some(f.span), n1, max);
+                        let left = self.b.use_var(var);
+                        let none = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+                        self.fail_if(none, FailKind::Iterations, Some(f.span), left, left);
+                        let fewer = self.b.ins().iadd_imm_s(left, -1);
+                        self.b.def_var(var, fewer);
                     }
                     let target = self.blocks[*t as usize];
                     self.b.ins().jump(target, &[]);
@@ -959,6 +1107,10 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     self.call(Intr::Release, &[old]);
                 }
                 self.b.def_var(var, v);
+                self.forget_appender(*l);
+                if let Some(buffer) = self.buffers.get(l).copied() {
+                    self.remember_buffer(buffer, v);
+                }
                 return Ok(None);
             }
             Op::Binary(op, t, a, b) => {
@@ -1042,8 +1194,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     _ => Type::Unit,
                 };
                 let item = self.value(*x);
-                let var = self.vars[*l as usize];
-                self.push_in_place(var, item, &elem, span);
+                self.push_in_place(*l, item, &elem, span);
                 return Ok(None);
             }
             Op::List(items) => {
@@ -1091,8 +1242,16 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 self.list_index(l, i, &ty, span, true)
             }
             Op::Element(l, i) => {
+                let buffer = self
+                    .loaded_from
+                    .get(l)
+                    .and_then(|local| self.buffers.get(local))
+                    .map(|var| self.b.use_var(*var));
                 let (l, i) = (self.value(*l), self.value(*i));
-                self.list_index(l, i, &ty, span, false)
+                match buffer {
+                    Some(items) => self.element_of_buffer(l, items, i, &ty, span),
+                    None => self.list_index(l, i, &ty, span, false),
+                }
             }
             Op::ContextNew => self.call(Intr::CtxNew, &[]).expect("returns"),
             Op::ContextChild(c) => {
@@ -1273,6 +1432,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     }
                     return r;
                 }
+                if let (BinOp::Add | BinOp::Sub, Some(c)) = (op, self.constant(b)) {
+                    // `x + c` overflows exactly when `x` is past a bound: one comparison.
+                    let (r, overflow) = self.add_constant(op, a, c);
+                    self.fail_if(overflow, kind(), span, a, b);
+                    if *ty == Type::I32 {
+                        self.check_i32(r, kind(), span, a, b);
+                    }
+                    return r;
+                }
                 let (r, overflow) = match op {
                     BinOp::Add => self.b.ins().sadd_overflow(a, b),
                     BinOp::Sub => self.b.ins().ssub_overflow(a, b),
@@ -1285,6 +1453,50 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 r
             }
         }
+    }
+
+    /// The value of `v` when it is a constant.
+    fn constant(&self, v: ir::Value) -> Option<i64> {
+        let ir::ValueDef::Result(inst, _) = self.b.func.dfg.value_def(v) else {
+            return None;
+        };
+        match self.b.func.dfg.insts[inst] {
+            ir::InstructionData::UnaryImm {
+                opcode: ir::Opcode::Iconst,
+                imm,
+            } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
+    /// `a + c` or `a - c` for a constant `c`, and whether it overflows an `i64`.
+    fn add_constant(&mut self, op: BinOp, a: ir::Value, c: i64) -> (ir::Value, ir::Value) {
+        // `a - c` is `a + (-c)`, except that `-i64::MIN` does not exist.
+        let (c, add) = match (op, c.checked_neg()) {
+            (BinOp::Add, _) => (c, true),
+            (_, Some(neg)) => (neg, true),
+            (_, None) => (c, false),
+        };
+        if !add {
+            // `a - i64::MIN` overflows unless `a` is negative.
+            let overflow = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, a, 0);
+            let r = self.b.ins().iadd_imm_s(a, c);
+            return (r, overflow);
+        }
+        let overflow = if c >= 0 {
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThan, a, i64::MAX - c)
+        } else {
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::SignedLessThan, a, i64::MIN - c)
+        };
+        let r = self.b.ins().iadd_imm_s(a, c);
+        (r, overflow)
     }
 
     /// Fails unless `r` fits in an `i32`.

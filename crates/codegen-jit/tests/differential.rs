@@ -110,8 +110,12 @@ fn list_statement() -> impl Strategy<Value = String> {
         Just("s = lines(\"x\\ny\")".to_owned()),
         Just("if len(s) > 0 { s = push(s, s[0] + \"!\") }".to_owned()),
         Just("a = parallel for x in a { x * 2 }".to_owned()),
-        k.prop_map(|k| format!(
+        k.clone().prop_map(|k| format!(
             "let i = 0\n    while i < {k} {{ a = push(a, i)\n b = push(b, len(a))\n i += 1 }}"
+        )),
+        // Appends in a loop while the list is shared, kept, replaced or read midway.
+        (k.clone(), k).prop_map(|(k, j)| format!(
+            "let i = 0\n    while i < {k} {{ a = push(a, i)\n if i == {j} {{ b = a }}\n if i == {j} + 1 {{ g = push(g, a) }}\n if i == {j} + 2 {{ a = [t] }}\n t = t + len(a) + a[len(a) - 1]\n i += 1 }}"
         )),
     ]
 }

@@ -281,6 +281,54 @@ fn arithmetic_errors_point_at_the_source_body() {
     );
 }
 
+/// Adding or subtracting a constant is checked with one comparison against a bound:
+/// the bounds are exact, for `i64` and `i32`.
+#[test]
+fn constant_operands_overflow_at_the_exact_bound() {
+    both(constant_operands_overflow_at_the_exact_bound_body)
+}
+
+fn constant_operands_overflow_at_the_exact_bound_body() {
+    let r = run(r#"
+fn main() -> () {
+    let big: i64 = 9223372036854775806
+    let small: i64 = -9223372036854775807
+    let narrow: i32 = 2147483646
+    print(to_string(big + 1) + " " + to_string(small - 1) + " " + to_string(small + -1))
+    print(to_string(big - -1) + " " + to_string(narrow + 1) + " " + to_string(0 - narrow))
+}
+"#);
+    assert_eq!(r.result, Ok(Value::Unit), "{}", r.output);
+    assert_eq!(
+        r.output,
+        "9223372036854775807 -9223372036854775808 -9223372036854775808\n9223372036854775807 2147483647 -2147483646\n"
+    );
+    for (expr, message) in [
+        (
+            "big + 2",
+            "integer overflow: 9223372036854775806 + 2 does not fit in i64",
+        ),
+        (
+            "small - 2",
+            "integer overflow: -9223372036854775807 - 2 does not fit in i64",
+        ),
+        (
+            "big - -2",
+            "integer overflow: 9223372036854775806 - -2 does not fit in i64",
+        ),
+        (
+            "narrow + 2",
+            "integer overflow: 2147483646 + 2 does not fit in i32",
+        ),
+    ] {
+        let source = format!(
+            "fn main() -> () {{\n    let big: i64 = 9223372036854775806\n    let small: i64 = -9223372036854775807\n    let narrow: i32 = 2147483646\n    print(to_string({expr}))\n}}\n"
+        );
+        let e = run(&source).result.unwrap_err();
+        assert_eq!(e.message, message, "{expr}");
+    }
+}
+
 #[test]
 fn recursion_and_loops_are_bounded() {
     both(recursion_and_loops_are_bounded_body)
