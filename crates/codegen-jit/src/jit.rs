@@ -127,9 +127,9 @@ const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
 ];
 
 /// Intrinsics called from the cold side of an inline fast path, through an adapter that
-/// preserves every register and leaves the result in `Env::out`; with their index in
-/// `FnCg::slow_paths`.
-const SLOW_PATHS: &[(Intr, usize)] = &[(Intr::Index, 0), (Intr::Push, 1), (Intr::ListLen, 2)];
+/// preserves every register and leaves the result in `Env::out` (`FnCg::slow_paths`, in
+/// this order). Each takes the `Env` and three arguments, or one argument alone.
+const SLOW_PATHS: &[Intr] = &[Intr::Index, Intr::Push, Intr::ListLen];
 
 fn intrinsic_address(i: Intr) -> *const u8 {
     match i {
@@ -204,7 +204,7 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
     // register: the values a loop keeps in registers stay there across them, instead of
     // living in callee-saved registers or on the stack for the sake of a rare call.
     let mut slow_ids = Vec::new();
-    for (i, (which, _)) in SLOW_PATHS.iter().enumerate() {
+    for (i, which) in SLOW_PATHS.iter().enumerate() {
         let mut sig = jit.make_signature();
         sig.call_conv = CallConv::PreserveAll;
         for _ in 0..4 {
@@ -466,8 +466,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
     fn slow_call(&mut self, which: Intr, args: &[ir::Value]) -> ir::Value {
         let index = SLOW_PATHS
             .iter()
-            .find(|(w, _)| *w as usize == which as usize)
-            .map(|(_, i)| *i)
+            .position(|w| *w as usize == which as usize)
             .expect("a slow path");
         let mut values = vec![self.env];
         values.extend_from_slice(args);
@@ -572,8 +571,6 @@ impl<'a, 'b> FnCg<'a, 'b> {
         checked: bool,
     ) -> ir::Value {
         let slow = self.b.create_block();
-        let done = self.b.create_block();
-        let result = self.b.declare_var(I64);
         // The list a `for` loop holds is always there.
         self.when_native_list(list, slow, checked);
         if checked {
@@ -582,6 +579,23 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.continue_if(in_range, slow);
         }
         let items = self.list_field(list, self.layout.ptr);
+        self.element_then_runtime(items, list, index, elem, span, slow)
+    }
+
+    /// Loads element `index` of the buffer `items` (an owned reference for a heap
+    /// element), then emits `slow`, where the runtime indexes `list` and reports a bad
+    /// index; continues after both with the element.
+    fn element_then_runtime(
+        &mut self,
+        items: ir::Value,
+        list: ir::Value,
+        index: ir::Value,
+        elem: &Type,
+        span: Option<SrcSpan>,
+        slow: ir::Block,
+    ) -> ir::Value {
+        let done = self.b.create_block();
+        let result = self.b.declare_var(I64);
         let offset = self.b.ins().ishl_imm_u(index, 3);
         let at = self.b.ins().iadd(items, offset);
         let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
@@ -628,31 +642,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
         elem: &Type,
         span: Option<SrcSpan>,
     ) -> ir::Value {
-        let fast = self.b.create_block();
         let slow = self.b.create_block();
-        let done = self.b.create_block();
-        let result = self.b.declare_var(I64);
-        self.b.ins().brif(items, fast, &[], slow, &[]);
-        self.b.switch_to_block(fast);
-        let offset = self.b.ins().ishl_imm_u(index, 3);
-        let at = self.b.ins().iadd(items, offset);
-        let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
-        if elem.is_heap() {
-            self.call(Intr::Retain, &[x]);
-        }
-        self.b.def_var(result, x);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(slow);
-        self.b.set_cold_block(slow);
-        let d = self.type_arg(elem.clone(), span);
-        let x = self.slow_call(Intr::Index, &[d, list, index]);
-        self.b.def_var(result, x);
-        self.cold = true;
-        self.check_failed(span);
-        self.cold = false;
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
-        self.b.use_var(result)
+        self.continue_if(items, slow);
+        self.element_then_runtime(items, list, index, elem, span, slow)
     }
 
     /// `xs = push(xs, x)` on the variable of `local`: written in place when the list is
@@ -897,25 +889,23 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b.def_var(var, zero);
             self.cross.insert(id, var);
         }
+        // The locals appended to in place, and the lists `for` loops walk: their parts
+        // are kept in registers.
         for block in &f.blocks {
             for inst in &block.insts {
-                if let Op::PushInPlace(local, _) = &inst.op
-                    && !self.appenders.contains_key(local)
-                {
-                    let [items, len, cap] = [(); 3].map(|_| {
-                        let v = self.b.declare_var(I64);
-                        self.b.def_var(v, zero);
-                        v
-                    });
-                    self.appenders.insert(*local, Appender { items, len, cap });
-                }
-            }
-        }
-        // The lists `for` loops walk: their element buffers are kept in registers.
-        for block in &f.blocks {
-            for inst in &block.insts {
-                if let (Op::Load(local), Some((id, _))) = (&inst.op, &inst.dest) {
-                    self.loaded_from.insert(*id, *local);
+                match (&inst.op, &inst.dest) {
+                    (Op::Load(local), Some((id, _))) => {
+                        self.loaded_from.insert(*id, *local);
+                    }
+                    (Op::PushInPlace(local, _), _) if !self.appenders.contains_key(local) => {
+                        let [items, len, cap] = [(); 3].map(|_| {
+                            let v = self.b.declare_var(I64);
+                            self.b.def_var(v, zero);
+                            v
+                        });
+                        self.appenders.insert(*local, Appender { items, len, cap });
+                    }
+                    _ => {}
                 }
             }
         }
