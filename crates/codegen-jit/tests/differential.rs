@@ -120,32 +120,60 @@ fn list_statement() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Runs `source`'s `main` through both engines and fails unless they give the same value,
+/// or the same error at the same place through the same calls.
+fn agree(source: &str) -> Result<(), TestCaseError> {
+    let mut db = hir::Database::default();
+    let file = db.add_file("diff.sap", source.to_owned());
+    let errors: Vec<_> = hir::check_file(&db, file)
+        .iter()
+        .filter(|d| d.is_error())
+        .cloned()
+        .collect();
+    prop_assert!(errors.is_empty(), "{source}\n{errors:#?}");
+    let module = Arc::new(lower::lower_workspace(&db).unwrap());
+    // A worker thread: `parallel for` iterations run on threads of their own.
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let host = Host::new(
+        module.clone(),
+        None,
+        tokio.handle().clone(),
+        Externs::default(),
+        Limits::default(),
+    );
+    let program = codegen_jit::compile(module).unwrap();
+    let jit = on_big_stack(|| program.run_main(&host));
+    let eval = on_big_stack(|| Evaluator::new(&host).run_main());
+    match (&jit, &eval) {
+        (Ok(x), Ok(y)) => prop_assert_eq!(x, y, "{}", source),
+        (Err(x), Err(y)) => {
+            prop_assert_eq!(&x.message, &y.message, "{}", source);
+            prop_assert_eq!(x.span, y.span, "{}", source);
+            let names = |e: &codegen_jit::ExecError| {
+                e.stack
+                    .iter()
+                    .map(|f| f.function.clone())
+                    .collect::<Vec<_>>()
+            };
+            prop_assert_eq!(names(x), names(y), "{}", source);
+        }
+        _ => prop_assert!(
+            false,
+            "the engines disagree on\n{source}\nJIT: {jit:?}\nevaluator: {eval:?}"
+        ),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn jit_and_evaluator_agree(e in expr(), a in -50i64..50, b in prop_oneof![Just(0i64), -50i64..50], c in prop_oneof![Just(i64::MAX), -9i64..9]) {
-        let source = program(&e, a, b, c);
-        let mut db = hir::Database::default();
-        let file = db.add_file("diff.sap", source.clone());
-        let errors: Vec<_> = hir::check_file(&db, file).iter().filter(|d| d.is_error()).cloned().collect();
-        prop_assert!(errors.is_empty(), "{source}\n{errors:#?}");
-        let module = Arc::new(lower::lower_workspace(&db).unwrap());
-        let tokio = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let host = Host::new(module.clone(), None, tokio.handle().clone(), Externs::default(), Limits::default());
-        let program = codegen_jit::compile(module).unwrap();
-        let jit = on_big_stack(|| program.run_main(&host));
-        let eval = on_big_stack(|| Evaluator::new(&host).run_main());
-        match (&jit, &eval) {
-            (Ok(x), Ok(y)) => prop_assert_eq!(x, y, "{}", source),
-            (Err(x), Err(y)) => {
-                prop_assert_eq!(&x.message, &y.message, "{}", source);
-                prop_assert_eq!(x.span, y.span, "{}", source);
-                let names = |e: &codegen_jit::ExecError| e.stack.iter().map(|f| f.function.clone()).collect::<Vec<_>>();
-                prop_assert_eq!(names(x), names(y), "{}", source);
-            }
-            _ => prop_assert!(false, "the engines disagree on\n{source}\nJIT: {jit:?}\nevaluator: {eval:?}"),
-        }
+        agree(&program(&e, a, b, c))?;
     }
 
     #[test]
@@ -154,23 +182,6 @@ proptest! {
             "fn main() -> String {{\n    let a: List<i64> = [1, 2]\n    let b: List<i64> = []\n    let g: List<List<i64>> = []\n    let s: List<String> = []\n    let t = 0\n    {}\n    to_string(a) + \" \" + to_string(b) + \" \" + to_string(g) + \" \" + to_string(s) + \" \" + to_string(t)\n}}\n",
             statements.join("\n    ")
         );
-        let mut db = hir::Database::default();
-        let file = db.add_file("lists.sap", source.clone());
-        let errors: Vec<_> = hir::check_file(&db, file).iter().filter(|d| d.is_error()).cloned().collect();
-        prop_assert!(errors.is_empty(), "{source}\n{errors:#?}");
-        let module = Arc::new(lower::lower_workspace(&db).unwrap());
-        let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
-        let host = Host::new(module.clone(), None, tokio.handle().clone(), Externs::default(), Limits::default());
-        let program = codegen_jit::compile(module).unwrap();
-        let jit = on_big_stack(|| program.run_main(&host));
-        let eval = on_big_stack(|| Evaluator::new(&host).run_main());
-        match (&jit, &eval) {
-            (Ok(x), Ok(y)) => prop_assert_eq!(x, y, "{}", source),
-            (Err(x), Err(y)) => {
-                prop_assert_eq!(&x.message, &y.message, "{}", source);
-                prop_assert_eq!(x.span, y.span, "{}", source);
-            }
-            _ => prop_assert!(false, "the engines disagree on\n{source}\nJIT: {jit:?}\nevaluator: {eval:?}"),
-        }
+        agree(&source)?;
     }
 }
