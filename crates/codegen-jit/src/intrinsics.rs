@@ -413,6 +413,29 @@ pub unsafe extern "C" fn sap_push(
     })
 }
 
+/// A native list with the elements of `list` (borrowed): the same list, with a new
+/// reference, when it is native already; a copy when it came from the host.
+pub unsafe extern "C" fn sap_native(env: *mut Env, desc: *const TypeArg, list: i64) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, desc.span, |_| match unsafe { obj(list) } {
+        Some(Slot::Raw(_)) => {
+            sap_retain(list);
+            Ok(list)
+        }
+        Some(Slot::Val(Value::List(values))) => {
+            let items = values
+                .iter()
+                .map(|v| from_value(&desc.ty, v.clone()))
+                .collect();
+            Ok(new_obj(Slot::Raw(RawList::from_vec(
+                items,
+                desc.ty.is_heap(),
+            ))))
+        }
+        _ => Ok(new_obj(Slot::Raw(RawList::from_vec(Vec::new(), false)))),
+    })
+}
+
 pub unsafe extern "C" fn sap_list(
     env: *mut Env,
     desc: *const TypeArg,

@@ -99,6 +99,7 @@ enum Intr {
     Arg,
     Arm,
     Parallel,
+    Native,
 }
 
 const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
@@ -124,12 +125,13 @@ const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
     (Intr::Arg, "sap_arg", 3, true),
     (Intr::Arm, "sap_arm", 1, true),
     (Intr::Parallel, "sap_parallel", 4, true),
+    (Intr::Native, "sap_native", 3, true),
 ];
 
 /// Intrinsics called from the cold side of an inline fast path, through an adapter that
 /// preserves every register and leaves the result in `Env::out` (`FnCg::slow_paths`, in
-/// this order). Each takes the `Env` and three arguments, or one argument alone.
-const SLOW_PATHS: &[Intr] = &[Intr::Index, Intr::Push, Intr::ListLen];
+/// this order). Each takes the `Env`, a descriptor and its arguments, or one argument.
+const SLOW_PATHS: &[Intr] = &[Intr::Index, Intr::Push, Intr::ListLen, Intr::Native];
 
 fn intrinsic_address(i: Intr) -> *const u8 {
     match i {
@@ -154,6 +156,7 @@ fn intrinsic_address(i: Intr) -> *const u8 {
         Intr::Arg => sap_arg as *const u8,
         Intr::Arm => sap_arm as *const u8,
         Intr::Parallel => sap_parallel as *const u8,
+        Intr::Native => sap_native as *const u8,
     }
 }
 
@@ -224,9 +227,9 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
         let params = b.block_params(entry).to_vec();
         let (_, name, arity, _) = INTRINSICS[*which as usize];
         let callee = jit.declare_func_in_func(intrinsic_ids[name], b.func);
-        // The intrinsic takes the `Env` first, or only the arguments after it.
-        let args = if arity == 4 {
-            &params[..]
+        // `Env` and a descriptor first, or (`ListLen`) just the list after the `Env`.
+        let args = if arity >= 3 {
+            &params[..arity]
         } else {
             &params[1..=arity]
         };
@@ -617,34 +620,38 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.use_var(result)
     }
 
-    /// Sets `buffer` to the element buffer of `list` when it is native, else to 0.
-    fn remember_buffer(&mut self, buffer: Variable, list: ir::Value) {
-        let other = self.b.create_block();
+    /// The hidden local of a `for` loop was just set to `list`: makes sure it holds a
+    /// native list (a list from the host is converted once, here, so that no element
+    /// read needs the runtime), and keeps the list's element buffer in `buffer`.
+    fn walk_native(&mut self, local: u32, buffer: Variable, list: ir::Value, elem: &Type) {
+        let var = self.vars[local as usize];
+        let convert = self.b.create_block();
         let done = self.b.create_block();
-        let zero = self.iconst(0);
-        self.b.def_var(buffer, zero);
-        self.when_native_list(list, other, true);
-        let items = self.list_field(list, self.layout.ptr);
-        self.b.def_var(buffer, items);
+        self.when_native_list(list, convert, true);
         self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(other);
+        self.b.switch_to_block(convert);
+        self.b.set_cold_block(convert);
+        let d = self.type_arg(elem.clone(), None);
+        let native = self.slow_call(Intr::Native, &[d, list]);
+        // The local's reference moves to the native copy.
+        self.call(Intr::Release, &[list]);
+        self.b.def_var(var, native);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
+        let list = self.b.use_var(var);
+        let items = self.list_field(list, self.layout.ptr);
+        self.b.def_var(buffer, items);
     }
 
-    /// An element of the list a `for` loop walks, from its buffer in a register (`items`,
-    /// 0 for a list from the host, which the runtime reads).
-    fn element_of_buffer(
-        &mut self,
-        list: ir::Value,
-        items: ir::Value,
-        index: ir::Value,
-        elem: &Type,
-        span: Option<SrcSpan>,
-    ) -> ir::Value {
-        let slow = self.b.create_block();
-        self.continue_if(items, slow);
-        self.element_then_runtime(items, list, index, elem, span, slow)
+    /// An element of the list a `for` loop walks, from its buffer in a register.
+    fn element_of_buffer(&mut self, items: ir::Value, index: ir::Value, elem: &Type) -> ir::Value {
+        let offset = self.b.ins().ishl_imm_u(index, 3);
+        let at = self.b.ins().iadd(items, offset);
+        let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
+        if elem.is_heap() {
+            self.call(Intr::Retain, &[x]);
+        }
+        x
     }
 
     /// `xs = push(xs, x)` on the variable of `local`: written in place when the list is
@@ -1099,7 +1106,11 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 self.b.def_var(var, v);
                 self.forget_appender(*l);
                 if let Some(buffer) = self.buffers.get(l).copied() {
-                    self.remember_buffer(buffer, v);
+                    let elem = match &self.f.locals[*l as usize].ty {
+                        Type::List(e) => (**e).clone(),
+                        _ => Type::Unit,
+                    };
+                    self.walk_native(*l, buffer, v, &elem);
                 }
                 return Ok(None);
             }
@@ -1239,7 +1250,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     .map(|var| self.b.use_var(*var));
                 let (l, i) = (self.value(*l), self.value(*i));
                 match buffer {
-                    Some(items) => self.element_of_buffer(l, items, i, &ty, span),
+                    Some(items) => self.element_of_buffer(items, i, &ty),
                     None => self.list_index(l, i, &ty, span, false),
                 }
             }

@@ -104,6 +104,7 @@ fn list_statement() -> impl Strategy<Value = String> {
         k.clone()
             .prop_map(|k| format!("if len(g) > 1 {{ t = t + g[1][{k}] }}")),
         Just("for x in a { t = t + x }".to_owned()),
+        Just("for w in s { t = t + len(w) }".to_owned()),
         Just("for row in g { for x in row { t = t + x } }".to_owned()),
         (k.clone(), k.clone()).prop_map(|(i, v)| format!("a = set(a, {i}, {v})")),
         Just("s = push(s, to_string(len(a)))".to_owned()),

@@ -237,12 +237,16 @@ fn main() -> () {
     print(to_string(set(ys, 0, 42)[0]) + " " + to_string(ys[0]))
     let t = toposort([[], [0], [0, 1]])
     print(to_string(t))
+    let from_host = 0
+    for x in b.items { from_host += x }
+    for w in lines("ab\nc") { from_host += len(w) }
+    print(to_string(from_host))
 }
 "#);
     assert_eq!(r.result, Ok(Value::Unit));
     assert_eq!(
         r.output,
-        "101 100\n5950 4950\n101 100 7\n[\"x\",\"y\",\"z\"]\n[[\"x\",\"y\",\"z\"],[],[\"w\"]]\nzw\n[1.5,2.5,3.0]\n[true,false]\n[\"Red\",\"Green\"]\n101 2000\nfalse true\n42 0\n[[0],[1],[2]]\n"
+        "101 100\n5950 4950\n101 100 7\n[\"x\",\"y\",\"z\"]\n[[\"x\",\"y\",\"z\"],[],[\"w\"]]\nzw\n[1.5,2.5,3.0]\n[true,false]\n[\"Red\",\"Green\"]\n101 2000\nfalse true\n42 0\n[[0],[1],[2]]\n4953\n"
     );
 }
 
