@@ -402,10 +402,12 @@ struct FnCg<'a, 'b> {
 }
 
 /// The buffer, length and capacity of the list in a local that `xs = push(xs, x)`
-/// appends to, as compiled code last saw them; `items` is 0 when unknown. They stay true
-/// while the local holds the same list: only an append through this local can change a
-/// list it holds alone (anyone else's append finds the list shared and copies it), and
-/// every assignment to the local and every append the runtime makes forgets them.
+/// appends to, as compiled code last saw them; all 0 (no room) when the list is not
+/// native or not seen yet (a parameter), which sends the next append to the runtime.
+/// They stay true while the local holds the same list: only an append through this
+/// local can change a list it holds alone (anyone else's append finds the list shared
+/// and copies it); every assignment to the local and every append the runtime makes
+/// reads them again.
 #[derive(Clone, Copy)]
 struct Appender {
     items: Variable,
@@ -668,32 +670,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
         if let (Some(strong), Some(cache)) =
             (self.layout.strong, self.appenders.get(&local).copied())
         {
-            let known = self.b.create_block();
-            let unknown = self.b.create_block();
-            let append = self.b.create_block();
-            let cached = self.b.use_var(cache.items);
-            self.b.ins().brif(cached, known, &[], unknown, &[]);
-            self.b.switch_to_block(known);
-            self.b.ins().jump(append, &[]);
-            self.b.switch_to_block(unknown);
-            self.when_native_list(list, slow, true);
-            for (v, offset) in [
-                (cache.items, self.layout.ptr),
-                (cache.len, self.layout.len),
-                (cache.cap, self.layout.cap),
-            ] {
-                let x = self.list_field(list, offset);
-                self.b.def_var(v, x);
-            }
-            self.b.ins().jump(append, &[]);
-            self.b.switch_to_block(append);
-            let count = self.list_field(list, strong);
-            let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
-            self.continue_if(unique, slow);
+            // Room first: a list that is not native has no room here (see `Appender`),
+            // and then the reference count is that of a native list.
             let len = self.b.use_var(cache.len);
             let cap = self.b.use_var(cache.cap);
             let room = self.b.ins().icmp(IntCC::UnsignedLessThan, len, cap);
             self.continue_if(room, slow);
+            let count = self.list_field(list, strong);
+            let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
+            self.continue_if(unique, slow);
             let items = self.b.use_var(cache.items);
             let offset = self.b.ins().ishl_imm_u(len, 3);
             let at = self.b.ins().iadd(items, offset);
@@ -716,20 +701,45 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let d = self.type_arg(elem.clone(), span);
         let new = self.slow_call(Intr::Push, &[d, list, item]);
         self.b.def_var(var, new);
-        self.forget_appender(local);
         self.cold = self.layout.strong.is_some();
         self.check_failed(span);
         self.cold = false;
+        // The runtime's result is always a native list.
+        if let Some(cache) = self.appenders.get(&local).copied() {
+            self.see_native_list(cache, new);
+        }
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
     }
 
-    /// The variable of `local` holds another list (or the same one, grown elsewhere).
-    fn forget_appender(&mut self, local: u32) {
-        if let Some(cache) = self.appenders.get(&local).copied() {
-            let zero = self.iconst(0);
-            self.b.def_var(cache.items, zero);
+    fn see_native_list(&mut self, cache: Appender, list: ir::Value) {
+        for (v, offset) in [
+            (cache.items, self.layout.ptr),
+            (cache.len, self.layout.len),
+            (cache.cap, self.layout.cap),
+        ] {
+            let x = self.list_field(list, offset);
+            self.b.def_var(v, x);
         }
+    }
+
+    /// The variable of `local` now holds `list`: its parts, if it is native, or no room.
+    fn see_appender_list(&mut self, local: u32, list: ir::Value) {
+        let Some(cache) = self.appenders.get(&local).copied() else {
+            return;
+        };
+        let other = self.b.create_block();
+        let done = self.b.create_block();
+        let zero = self.iconst(0);
+        for v in [cache.items, cache.len, cache.cap] {
+            self.b.def_var(v, zero);
+        }
+        self.when_native_list(list, other, true);
+        self.see_native_list(cache, list);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(other);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     fn iconst(&mut self, n: i64) -> ir::Value {
@@ -1104,7 +1114,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     self.call(Intr::Release, &[old]);
                 }
                 self.b.def_var(var, v);
-                self.forget_appender(*l);
+                self.see_appender_list(*l, v);
                 if let Some(buffer) = self.buffers.get(l).copied() {
                     let elem = match &self.f.locals[*l as usize].ty {
                         Type::List(e) => (**e).clone(),
