@@ -365,11 +365,24 @@ fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
         }
         offsets.push(targets.len());
     }
+    // Each layer as a list object, released if the graph turns out to have a cycle.
+    struct Layer(i64);
+    impl Drop for Layer {
+        fn drop(&mut self) {
+            sap_release(self.0);
+        }
+    }
     let layers = crate::toposort::layers_flat(&offsets, &targets, |layer| {
         let nodes = layer.iter().map(|&n| n as i64).collect();
-        new_obj(Slot::Raw(RawList::from_vec(nodes, false)))
+        Layer(new_obj(Slot::Raw(RawList::from_vec(nodes, false))))
     });
-    Some(layers.map(|layers| new_obj(Slot::Raw(RawList::from_vec(layers, true)))))
+    Some(layers.map(|layers| {
+        let layers = layers
+            .into_iter()
+            .map(|l| std::mem::ManuallyDrop::new(l).0)
+            .collect();
+        new_obj(Slot::Raw(RawList::from_vec(layers, true)))
+    }))
 }
 
 /// Appends `item` (borrowed) to the list in `list` (whose reference it takes over), in

@@ -105,6 +105,9 @@ fn list_statement() -> impl Strategy<Value = String> {
             .prop_map(|k| format!("if len(g) > 1 {{ t = t + g[1][{k}] }}")),
         Just("for x in a { t = t + x }".to_owned()),
         Just("for w in s { t = t + len(w) }".to_owned()),
+        // Mostly an error (a node that is not one, or a cycle), sometimes layers.
+        Just("t = t + len(toposort(g))".to_owned()),
+        Just("g = push(g, [len(g) - 1])".to_owned()),
         Just("for row in g { for x in row { t = t + x } }".to_owned()),
         (k.clone(), k.clone()).prop_map(|(i, v)| format!("a = set(a, {i}, {v})")),
         Just("s = push(s, to_string(len(a)))".to_owned()),
