@@ -241,12 +241,15 @@ fn main() -> () {
     for x in b.items { from_host += x }
     for w in lines("ab\nc") { from_host += len(w) }
     print(to_string(from_host))
+    let grow = [1, 2, 3]
+    for x in grow { grow = push(grow, x * 10) }
+    print(to_string(grow))
 }
 "#);
     assert_eq!(r.result, Ok(Value::Unit));
     assert_eq!(
         r.output,
-        "101 100\n5950 4950\n101 100 7\n[\"x\",\"y\",\"z\"]\n[[\"x\",\"y\",\"z\"],[],[\"w\"]]\nzw\n[1.5,2.5,3.0]\n[true,false]\n[\"Red\",\"Green\"]\n101 2000\nfalse true\n42 0\n[[0],[1],[2]]\n4953\n"
+        "101 100\n5950 4950\n101 100 7\n[\"x\",\"y\",\"z\"]\n[[\"x\",\"y\",\"z\"],[],[\"w\"]]\nzw\n[1.5,2.5,3.0]\n[true,false]\n[\"Red\",\"Green\"]\n101 2000\nfalse true\n42 0\n[[0],[1],[2]]\n4953\n[1,2,3,10,20,30]\n"
     );
 }
 
