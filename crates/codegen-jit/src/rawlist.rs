@@ -45,22 +45,14 @@ impl RawList {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
-    /// Runs `f` on the buffer as a `Vec`, then takes it back.
-    fn with_vec<T>(&mut self, f: impl FnOnce(&mut Vec<i64>) -> T) -> T {
-        // SAFETY: the parts came from a `Vec<i64>` (`from_vec`) and are given back below
-        // before anything else can see them.
-        let mut v = unsafe { Vec::from_raw_parts(self.ptr, self.len, self.cap) };
-        let out = f(&mut v);
-        let mut v = std::mem::ManuallyDrop::new(v);
-        self.ptr = v.as_mut_ptr();
-        self.len = v.len();
-        self.cap = v.capacity();
-        out
-    }
-
     /// Appends `item`, taking over its reference.
     pub fn push(&mut self, item: i64) {
-        self.with_vec(|v| v.push(item));
+        // The list holds an empty buffer while the `Vec` grows, so nothing is freed
+        // twice even if growing fails.
+        let heap = self.heap;
+        let mut items = std::mem::replace(self, RawList::from_vec(Vec::new(), heap)).into_vec();
+        items.push(item);
+        *self = RawList::from_vec(items, heap);
     }
 
     /// The elements, with their references.
