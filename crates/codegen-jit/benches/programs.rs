@@ -116,6 +116,10 @@ fn module(source: &str) -> Arc<lower::ir::Module> {
     Arc::new(lower::lower_workspace(&db).expect("the benchmark program checks"))
 }
 
+/// Runs of the JIT and of Rust; the best counts. The machine is shared: a few ms programs
+/// need many runs for the best to be stable.
+const RUNS: usize = 15;
+
 fn best(runs: usize, mut f: impl FnMut() -> i64) -> (Duration, i64) {
     let mut best = Duration::MAX;
     let mut value = 0;
@@ -212,13 +216,13 @@ fn main() {
             }
         };
         let (jit, jit_value) =
-            on_big_stack(|| best(5, || value_of(program.run_main(&host).expect("runs"))));
+            on_big_stack(|| best(RUNS, || value_of(program.run_main(&host).expect("runs"))));
         let (eval, eval_value) = on_big_stack(|| {
             best(1, || {
                 value_of(Evaluator::new(&host).run_main().expect("runs"))
             })
         });
-        let (rust, rust_value) = best(5, p.rust);
+        let (rust, rust_value) = best(RUNS, p.rust);
         let py = python(p.python, 3);
         assert_eq!(
             jit_value, eval_value,
@@ -252,7 +256,7 @@ fn main() {
             jit.as_secs_f64() / rust.as_secs_f64()
         );
     }
-    let (unchecked, _) = best(5, rust_list_unchecked);
+    let (unchecked, _) = best(RUNS, rust_list_unchecked);
     println!(
         "\nRust building and summing the list with wrapping (unchecked) additions: {}",
         ms(unchecked)
