@@ -247,13 +247,15 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
 
     let mut func_ids = Vec::new();
     for (i, f) in module.functions.iter().enumerate() {
-        // `fn(env, depth, params…)`: the call depth travels in a register.
+        // `fn(env, depth_left, params…) -> (result, failed)`: how many more nested calls
+        // the depth budget allows, and whether the call failed, travel in registers.
         let mut sig = jit.make_signature();
         sig.params.push(AbiParam::new(I64));
         sig.params.push(AbiParam::new(I64));
         for _ in &f.params {
             sig.params.push(AbiParam::new(I64));
         }
+        sig.returns.push(AbiParam::new(I64));
         sig.returns.push(AbiParam::new(I64));
         func_ids.push(
             jit.declare_function(&format!("sap_fn_{i}"), Linkage::Local, &sig)
@@ -330,8 +332,16 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (env, args) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+            // The depth budget left: none when the depth has reached the limit.
             let depth = b.ins().load(I64, MemFlags::trusted(), env, OFFSET_DEPTH);
-            let mut call_args = vec![env, depth];
+            let max = b
+                .ins()
+                .load(I64, MemFlags::trusted(), env, OFFSET_MAX_DEPTH);
+            let left = b.ins().isub(max, depth);
+            let spent = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
+            let none = b.ins().iconst(I64, 0);
+            let left = b.ins().select(spent, none, left);
+            let mut call_args = vec![env, left];
             for k in 0..f.params.len() {
                 call_args.push(b.ins().load(I64, MemFlags::trusted(), args, (k * 8) as i32));
             }
@@ -378,7 +388,7 @@ struct FnCg<'a, 'b> {
     /// written back to the `Env` around every call that can read or advance it, and on
     /// return. A function without loops leaves it in the `Env`.
     iterations: Option<Variable>,
-    /// The depth of this function's callees (its own plus one).
+    /// How many more nested calls the depth budget allows this function's callees.
     deeper: ir::Value,
     /// Where native lists keep their parts.
     layout: rawlist::Layout,
@@ -488,8 +498,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
     /// Tells the runtime the depth of a call it makes on this function's behalf (a tool
     /// the plan executor runs, a `parallel for` body).
     fn publish_depth(&mut self) {
-        let deeper = self.deeper;
-        self.store_env(deeper, OFFSET_DEPTH);
+        let max = self.load_env(OFFSET_MAX_DEPTH);
+        let depth = self.b.ins().isub(max, self.deeper);
+        self.store_env(depth, OFFSET_DEPTH);
     }
 
     /// Writes the count back: the register holds the iterations left, so the count is
@@ -762,6 +773,12 @@ impl<'a, 'b> FnCg<'a, 'b> {
     /// error is pending.
     fn check_failed(&mut self, span: Option<SrcSpan>) {
         let failed = self.load_env(OFFSET_FAILED);
+        self.unwind_if(failed, span);
+    }
+
+    /// Branches to an error exit when `failed` is nonzero (a sap callee's second result,
+    /// or the `Env`'s flag).
+    fn unwind_if(&mut self, failed: ir::Value, span: Option<SrcSpan>) {
         let error = self.b.create_block();
         let ok = self.b.create_block();
         self.b.ins().brif(failed, error, &[], ok, &[]);
@@ -786,7 +803,8 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let d = self.iconst(desc);
         self.call(Intr::Unwind, &[self.env, d]);
         let zero = self.iconst(0);
-        self.b.ins().return_(&[zero]);
+        let failed = self.iconst(1);
+        self.b.ins().return_(&[zero, failed]);
     }
 
     /// Fails with `kind` when `condition` is nonzero.
@@ -883,7 +901,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.blocks = f.blocks.iter().map(|_| self.b.create_block()).collect();
         self.b.switch_to_block(entry);
         self.env = self.b.block_params(entry)[0];
-        let depth = self.b.block_params(entry)[1];
+        let depth_left = self.b.block_params(entry)[1];
         let params: Vec<ir::Value> = self.b.block_params(entry)[2..].to_vec();
         for local in &f.locals {
             let _ = local;
@@ -946,15 +964,12 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.iterations = Some(self.b.declare_var(I64));
             self.reload_iterations();
         }
-        // Recursion depth: this function's is its caller's plus one, passed to its
-        // callees; nothing is stored, so calls do not wait on memory.
-        self.deeper = self.b.ins().iadd_imm_s(depth, 1);
-        let max = self.load_env(OFFSET_MAX_DEPTH);
-        let too_deep = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
+        // Recursion depth: the caller passes how many more nested calls the budget
+        // allows; none left is an error, and callees get one fewer. Nothing is loaded
+        // or stored, so calls do not wait on memory.
+        let too_deep = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
         self.fail_if(too_deep, FailKind::Depth, Some(f.span), zero, zero);
+        self.deeper = self.b.ins().iadd_imm_s(depth_left, -1);
         let first = self.blocks[0];
         self.b.ins().jump(first, &[]);
 
@@ -993,7 +1008,8 @@ impl<'a, 'b> FnCg<'a, 'b> {
                         }
                     }
                     self.save_iterations();
-                    self.b.ins().return_(&[result]);
+                    let ok = self.iconst(0);
+                    self.b.ins().return_(&[result, ok]);
                 }
                 Terminator::Jump(t) | Terminator::Loop(t) => {
                     self.release_temps(&temps);
@@ -1032,12 +1048,12 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     }
                     if targets.is_empty() {
                         let z = self.iconst(0);
-                        self.b.ins().return_(&[z]);
+                        self.b.ins().return_(&[z, z]);
                     }
                 }
                 Terminator::Unreachable => {
                     let z = self.iconst(0);
-                    self.b.ins().return_(&[z]);
+                    self.b.ins().return_(&[z, z]);
                 }
             }
         }
@@ -1155,9 +1171,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 let r = self.functions[*callee as usize];
                 self.save_iterations();
                 let inst = self.b.ins().call(r, &values);
-                let result = self.b.inst_results(inst)[0];
+                let (result, failed) = (self.b.inst_results(inst)[0], self.b.inst_results(inst)[1]);
                 self.reload_iterations();
-                self.check_failed(span);
+                self.unwind_if(failed, span);
                 result
             }
             Op::CallExtern(_, args) | Op::CallBuiltin(_, args) => {
