@@ -34,12 +34,15 @@ const PY_LOOP: &str = "acc = 0\ni = 0\nwhile i < 25000000:\n    acc = (acc * 31 
 const PY_TOPO: &str = "deps = [[] if i == 0 else [i - 1, i // 2] for i in range(100000)]\nindeg = [len(d) for d in deps]\nrev = [[] for _ in deps]\nfor n, ds in enumerate(deps):\n    for d in ds:\n        rev[d].append(n)\nlayer = [n for n in range(len(deps)) if indeg[n] == 0]\nlayers = []\nwhile layer:\n    layers.append(layer)\n    nxt = []\n    for n in layer:\n        for m in rev[n]:\n            indeg[m] -= 1\n            if indeg[m] == 0:\n                nxt.append(m)\n    nxt.sort()\n    layer = nxt\nresult = len(layers)\n";
 const PY_LIST: &str = "xs = []\ni = 0\nwhile i < 1000000:\n    xs.append(i)\n    i += 1\ntotal = 0\nfor x in xs:\n    total += x\nresult = total\n";
 
+/// Checked arithmetic, like the sap program's.
 fn rust_fib() -> i64 {
     fn fib(n: i64) -> i64 {
         if n < 2 {
             n
         } else {
-            fib(black_box(n - 1)) + fib(black_box(n - 2))
+            fib(black_box(n.checked_sub(1).unwrap()))
+                .checked_add(fib(black_box(n.checked_sub(2).unwrap())))
+                .unwrap()
         }
     }
     fib(black_box(30))
