@@ -168,6 +168,13 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         Builtin::JsonParse => params == [Type::Str] && *ret == Type::Json,
         Builtin::JsonGet => params == [Type::Json, Type::Str] && *ret == Type::Json,
         Builtin::Toposort => params == [ints()] && *ret == ints(),
+        Builtin::None => params.is_empty() && matches!(ret, Type::Option(_)),
+        Builtin::Some => matches!(ret, Type::Option(t) if params == [(**t).clone()]),
+        Builtin::IsSome | Builtin::IsNone => {
+            matches!(params, [Type::Option(_)]) && *ret == Type::Bool
+        }
+        Builtin::UnwrapOr => matches!(params, [Type::Option(t), d] if **t == *d && *d == *ret),
+        Builtin::Unwrap => matches!(params, [Type::Option(t)] if **t == *ret),
         Builtin::ToJson => params.len() == 1 && *ret == Type::Json,
         Builtin::ToolSignatures => params == [tools()] && *ret == Type::Str,
         Builtin::AotCheck => {
@@ -633,6 +640,17 @@ impl Host {
                 Ok(Value::str(line.trim_end_matches(['\n', '\r'])))
             }
             (Builtin::ToString, [v]) => Ok(Value::str(&display(v))),
+            (Builtin::None, []) => Ok(Value::Option(None)),
+            (Builtin::Some, [v]) => Ok(Value::Option(Some(Box::new(v.clone())))),
+            (Builtin::IsSome, [Value::Option(o)]) => Ok(Value::Bool(o.is_some())),
+            (Builtin::IsNone, [Value::Option(o)]) => Ok(Value::Bool(o.is_none())),
+            (Builtin::UnwrapOr, [Value::Option(o), default]) => {
+                Ok(o.as_deref().unwrap_or(default).clone())
+            }
+            (Builtin::Unwrap, [Value::Option(o)]) => o
+                .as_deref()
+                .cloned()
+                .ok_or_else(|| err("`unwrap` of `None`".to_owned())),
             (Builtin::Len, [Value::List(items)]) => Ok(Value::Int(items.len() as i64)),
             (Builtin::Len, [Value::Str(s)]) => Ok(Value::Int(s.chars().count() as i64)),
             (Builtin::Push, [Value::List(items), x]) => {

@@ -253,6 +253,52 @@ fn main() -> () {
     );
 }
 
+/// `Option`: `Some`, `None` typed by where it goes, the helpers, options in structs and
+/// lists, and `unwrap` of `None` as a located runtime error.
+#[test]
+fn options() {
+    both(options_body)
+}
+
+fn options_body() {
+    let source = r#"
+struct Finding {
+    /// The line, if the model found one.
+    line: Option<i64>,
+    note: String,
+}
+fn first_even(xs: List<i64>) -> Option<i64> {
+    for x in xs {
+        if x % 2 == 0 { return Some(x) }
+    }
+    None
+}
+fn main() -> () {
+    let f = Finding { line: None, note: "x" }
+    let g = Finding { line: Some(12), note: "y" }
+    print(to_string(f) + " " + to_string(g))
+    print(to_string(is_none(f.line)) + " " + to_string(is_some(g.line)))
+    print(to_string(unwrap_or(f.line, -1) + unwrap_or(g.line, -1)))
+    print(to_string(unwrap(g.line)))
+    let e = first_even([1, 3, 4, 6])
+    let n = first_even([1, 3])
+    print(to_string(e) + " " + to_string(n))
+    let names: List<Option<String>> = [Some("a"), None]
+    print(to_string(names))
+    print(to_string(unwrap(n)))
+}
+"#;
+    let r = run(source);
+    assert_eq!(
+        r.output,
+        "{\"line\":null,\"note\":\"x\"} {\"line\":12,\"note\":\"y\"}\ntrue true\n11\n12\n4 null\n[\"a\",null]\n"
+    );
+    let e = r.result.unwrap_err();
+    assert_eq!(e.message, "`unwrap` of `None`");
+    let span = e.span.unwrap();
+    assert_eq!(&source[span.start as usize..span.end as usize], "unwrap(n)");
+}
+
 #[test]
 fn arithmetic_errors_point_at_the_source() {
     both(arithmetic_errors_point_at_the_source_body)

@@ -35,6 +35,13 @@ pub enum Builtin {
     JsonInt,
     JsonStr,
     AotSchema,
+    /// The value `None` (a name, not a function: not in the table of callables).
+    None,
+    Some,
+    IsSome,
+    IsNone,
+    UnwrapOr,
+    Unwrap,
 }
 
 const ALL: &[(&str, Builtin)] = &[
@@ -66,6 +73,11 @@ const ALL: &[(&str, Builtin)] = &[
     ("json_int", Builtin::JsonInt),
     ("json_str", Builtin::JsonStr),
     ("aot_schema", Builtin::AotSchema),
+    ("Some", Builtin::Some),
+    ("is_some", Builtin::IsSome),
+    ("is_none", Builtin::IsNone),
+    ("unwrap_or", Builtin::UnwrapOr),
+    ("unwrap", Builtin::Unwrap),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -86,6 +98,9 @@ pub struct BuiltinSig<'db> {
 
 impl Builtin {
     pub fn name(self) -> &'static str {
+        if self == Builtin::None {
+            return "None";
+        }
         ALL.iter()
             .find(|(_, b)| *b == self)
             .map(|(n, _)| *n)
@@ -168,6 +183,19 @@ impl Builtin {
             // The JSON Schema of an Atom-of-Thought plan over these tools.
             Builtin::AotSchema => (vec![("tools", tools())], Ty::Json, 0),
             Builtin::JsonStr => (vec![("value", Ty::Json)], Ty::String, 0),
+            Builtin::None => (vec![], Ty::Option(Box::new(t())), 1),
+            Builtin::Some => (vec![("value", t())], Ty::Option(Box::new(t())), 1),
+            Builtin::IsSome | Builtin::IsNone => {
+                (vec![("option", Ty::Option(Box::new(t())))], Ty::Bool, 1)
+            }
+            // The value, or `default` for `None`.
+            Builtin::UnwrapOr => (
+                vec![("option", Ty::Option(Box::new(t()))), ("default", t())],
+                t(),
+                1,
+            ),
+            // The value; `None` is a runtime error.
+            Builtin::Unwrap => (vec![("option", Ty::Option(Box::new(t())))], t(), 1),
         };
         BuiltinSig {
             params,

@@ -136,6 +136,7 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
         parallel_depth: 0,
         pending_ints: Vec::new(),
         pending_lists: Vec::new(),
+        pending_nones: Vec::new(),
         expr_types: Vec::new(),
         diagnostics: Vec::new(),
         facts: BodyFacts::default(),
@@ -200,6 +201,8 @@ struct Checker<'a, 'db> {
     pending_ints: Vec<(Ty<'db>, u64, bool, Span)>,
     /// `[]` literals whose element type must be inferred.
     pending_lists: Vec<(Ty<'db>, Span)>,
+    /// Each `None`'s value type, which must be known by the end.
+    pending_nones: Vec<(Ty<'db>, Span)>,
     expr_types: Vec<(Span, Ty<'db>)>,
     diagnostics: Vec<HirDiagnostic<'db>>,
     facts: BodyFacts<'db>,
@@ -639,6 +642,17 @@ impl<'a, 'db> Checker<'a, 'db> {
                 Ty::List(Box::new(elem))
             }
             ExprKind::StructLit { path, fields } => self.struct_literal(e.span, path, fields),
+            ExprKind::Path(path) if self.names_none(path) => {
+                // `None` of the option type the context asks for.
+                let inner = match hint.map(|h| self.shallow(h)) {
+                    Some(Ty::Option(t)) => *t,
+                    _ => self.fresh(false),
+                };
+                self.pending_nones.push((inner.clone(), e.span));
+                self.refer(path.span, Target::Builtin(Builtin::None));
+                self.facts.add_call(Callee::Builtin(Builtin::None));
+                Ty::Option(Box::new(inner))
+            }
             ExprKind::Path(path) => self.path_value(path),
             ExprKind::Placeholder => Ty::Error,
             ExprKind::Call { callee, args } => self.call(e.span, callee, None, args),
@@ -962,6 +976,13 @@ impl<'a, 'db> Checker<'a, 'db> {
             return Ty::Error;
         }
         t
+    }
+
+    /// Whether `path` is the value `None`: the name, unless a local or an item takes it.
+    fn names_none(&self, path: &ast::Path) -> bool {
+        matches!(path.segments.as_slice(), [one] if one.name == "None")
+            && self.lookup_local("None").is_none()
+            && self.resolver.lookup_value("None").is_none()
     }
 
     fn path_value(&mut self, path: &ast::Path) -> Ty<'db> {
@@ -1517,6 +1538,13 @@ impl<'a, 'db> Checker<'a, 'db> {
             if let Ty::Var(_) = self.resolve(&t) {
                 let d = diag::mismatch(self.item, span, "List<T>", "List<_>")
                     .with_help("the element type of this empty list cannot be inferred; write `let xs: List<String> = []`");
+                self.diagnostics.push(d);
+            }
+        }
+        for (t, span) in std::mem::take(&mut self.pending_nones) {
+            if let Ty::Var(_) = self.resolve(&t) {
+                let d = diag::mismatch(self.item, span, "Option<T>", "Option<_>")
+                    .with_help("the type of this `None` cannot be inferred; write `let x: Option<String> = None`");
                 self.diagnostics.push(d);
             }
         }

@@ -885,6 +885,9 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     None => self.unit(),
                 }
             }
+            Some(Target::Builtin(Builtin::None)) => {
+                self.emit(Op::CallBuiltin(Builtin::None, Vec::new()), ty, None)
+            }
             Some(Target::Variant { owner, name }) => {
                 let id = self.m.type_id(owner);
                 let index = match &self.m.module.types[id as usize] {

@@ -54,6 +54,9 @@ pub fn fn_label(db: &Database, item: Item<'_>) -> String {
 
 pub fn builtin_label(db: &Database, b: Builtin) -> String {
     let sig = b.signature();
+    if b == Builtin::None {
+        return format!("None: {}", sig.ret.display(db));
+    }
     let params: Vec<String> = sig
         .params
         .iter()
@@ -432,6 +435,14 @@ fn keyword_completions(out: &mut Vec<Completion>) {
 
 fn item_completions(db: &Database, file: SourceFile, out: &mut Vec<Completion>) {
     own_item_completions(db, file, out);
+    out.push(Completion {
+        label: "None".to_owned(),
+        kind: CompletionKind::Variable,
+        detail: Some(builtin_label(db, Builtin::None)),
+        documentation: Some(
+            "The absent value of an `Option`; `Some(x)` is a present one.".to_owned(),
+        ),
+    });
     for b in hir::builtins::names().filter_map(hir::builtins::lookup) {
         out.push(Completion {
             label: b.name().to_owned(),
