@@ -28,10 +28,16 @@ use crate::rawlist::RawList;
 /// what only the intrinsics use.
 #[repr(C)]
 pub struct Env {
-    /// Nonzero when an error is pending: compiled code checks it after every call.
+    /// Nonzero when an error is pending: compiled code checks it after every intrinsic
+    /// call (a sap function also returns it).
     pub failed: u64,
+    /// The call depth where compiled code hands over to the runtime (entering the
+    /// program, a tool the plan executor runs, a `parallel for` body); within compiled
+    /// code the budget left travels as a parameter.
     pub depth: u64,
     pub max_depth: u64,
+    /// Loop iterations so far; in a function with loops the count lives in a register
+    /// and is written here around calls that read or advance it.
     pub iterations: u64,
     pub max_iterations: u64,
     /// Where a slow path's adapter leaves the intrinsic's result (see `jit.rs`).

@@ -1,7 +1,8 @@
 //! The Cranelift backend: every IR function becomes a native function
-//! `fn(env, params…) -> i64`. Arithmetic (with overflow and division checks), comparisons,
-//! control flow, calls between sap functions and recursion are native code; everything
-//! else calls the intrinsics in `intrinsics.rs`.
+//! `fn(env, depth_left, params…) -> (result, failed)`. Arithmetic (with overflow and
+//! division checks), comparisons, control flow, calls between sap functions, recursion
+//! and the common list operations (see `rawlist.rs`) are native code; everything else
+//! calls the intrinsics in `intrinsics.rs`.
 //!
 //! Ownership: a heap value produced by an instruction is an owned reference; `Load`
 //! retains, `Store` retains the new value and releases the old, a function retains its
