@@ -316,6 +316,28 @@ impl<'h> Evaluator<'h> {
                 let engine = EvalEngine { eval: self, depth };
                 Slot::Val(host.call_builtin(*b, &args, span, &engine)?)
             }
+            Op::SetInPlace(l, i, x) => {
+                let (index, item) = (int(v(i)), v(x).clone());
+                match &mut locals[*l as usize] {
+                    Slot::Val(Value::List(items)) => {
+                        let len = items.len();
+                        let at = usize::try_from(index)
+                            .ok()
+                            .filter(|&at| at < len)
+                            .ok_or_else(|| {
+                                err(
+                                    format!(
+                                        "index {index} is out of range for a list of {len} elements"
+                                    ),
+                                    span,
+                                )
+                            })?;
+                        Arc::make_mut(items)[at] = item;
+                    }
+                    _ => return Err(err("internal: set on a non-list", span)),
+                }
+                Slot::Empty
+            }
             Op::PushInPlace(l, x) => {
                 let item = v(x).clone();
                 match &mut locals[*l as usize] {

@@ -455,6 +455,62 @@ pub unsafe extern "C" fn sap_native(env: *mut Env, desc: *const TypeArg, list: i
     })
 }
 
+/// `xs = set(xs, index, item)`: replaces an element of the list in `list` (whose
+/// reference it takes over; `item` is borrowed), in place when nothing else holds it;
+/// the result is always a native list. Compiled code replaces by itself when it can.
+pub unsafe extern "C" fn sap_set(
+    env: *mut Env,
+    desc: *const TypeArg,
+    list: i64,
+    index: i64,
+    item: i64,
+) -> i64 {
+    let (env, desc) = unsafe { (&mut *env, &*desc) };
+    guard(env, desc.span, |_| {
+        let heap = desc.ty.is_heap();
+        // SAFETY: we own one reference to `list`, a live list object.
+        let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
+        let len = match &*arc {
+            Slot::Raw(items) => items.as_slice().len(),
+            Slot::Val(Value::List(values)) => values.len(),
+            _ => 0,
+        };
+        let Some(at) = usize::try_from(index).ok().filter(|&at| at < len) else {
+            // The variable keeps its reference; the run stops.
+            let _ = Arc::into_raw(arc);
+            return Err(ExecError::new(
+                format!("index {index} is out of range for a list of {len} elements"),
+                desc.span,
+            ));
+        };
+        if heap {
+            // The list's own reference.
+            sap_retain(item);
+        }
+        if let Some(Slot::Raw(items)) = Arc::get_mut(&mut arc) {
+            let old = std::mem::replace(&mut items.as_mut_slice()[at], item);
+            if heap {
+                sap_release(old);
+            }
+            return Ok(Arc::into_raw(arc) as i64);
+        }
+        let mut items: Vec<i64> = match &*arc {
+            Slot::Raw(shared) => shared.clone().into_vec(),
+            Slot::Val(Value::List(values)) => values
+                .iter()
+                .map(|v| from_value(&desc.ty, v.clone()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let old = std::mem::replace(&mut items[at], item);
+        if heap {
+            sap_release(old);
+        }
+        drop(arc);
+        Ok(new_obj(Slot::Raw(RawList::from_vec(items, heap))))
+    })
+}
+
 pub unsafe extern "C" fn sap_list(
     env: *mut Env,
     desc: *const TypeArg,

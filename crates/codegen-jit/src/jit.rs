@@ -101,6 +101,7 @@ enum Intr {
     Arm,
     Parallel,
     Native,
+    Set,
 }
 
 const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
@@ -127,12 +128,19 @@ const INTRINSICS: &[(Intr, &str, usize, bool)] = &[
     (Intr::Arm, "sap_arm", 1, true),
     (Intr::Parallel, "sap_parallel", 4, true),
     (Intr::Native, "sap_native", 3, true),
+    (Intr::Set, "sap_set", 5, true),
 ];
 
 /// Intrinsics called from the cold side of an inline fast path, through an adapter that
 /// preserves every register and leaves the result in `Env::out` (`FnCg::slow_paths`, in
 /// this order). Each takes the `Env`, a descriptor and its arguments, or one argument.
-const SLOW_PATHS: &[Intr] = &[Intr::Index, Intr::Push, Intr::ListLen, Intr::Native];
+const SLOW_PATHS: &[Intr] = &[
+    Intr::Index,
+    Intr::Push,
+    Intr::ListLen,
+    Intr::Native,
+    Intr::Set,
+];
 
 fn intrinsic_address(i: Intr) -> *const u8 {
     match i {
@@ -158,6 +166,7 @@ fn intrinsic_address(i: Intr) -> *const u8 {
         Intr::Arm => sap_arm as *const u8,
         Intr::Parallel => sap_parallel as *const u8,
         Intr::Native => sap_native as *const u8,
+        Intr::Set => sap_set as *const u8,
     }
 }
 
@@ -211,7 +220,7 @@ pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
     for (i, which) in SLOW_PATHS.iter().enumerate() {
         let mut sig = jit.make_signature();
         sig.call_conv = CallConv::PreserveAll;
-        for _ in 0..4 {
+        for _ in 0..5 {
             sig.params.push(AbiParam::new(I64));
         }
         let id = jit
@@ -486,7 +495,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             .expect("a slow path");
         let mut values = vec![self.env];
         values.extend_from_slice(args);
-        while values.len() < 4 {
+        while values.len() < 5 {
             values.push(self.env);
         }
         // These intrinsics neither read nor count iterations: the count stays where it is
@@ -717,6 +726,58 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.check_failed(span);
         self.cold = false;
         // The runtime's result is always a native list.
+        if let Some(cache) = self.appenders.get(&local).copied() {
+            self.see_native_list(cache, new);
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// `xs = set(xs, i, x)` on the variable of `local`: written in place when the list is
+    /// native, held by the variable alone and `i` is in range; otherwise the runtime
+    /// replaces (copying a shared list or one from the host) or reports the bad index.
+    fn set_in_place(
+        &mut self,
+        local: u32,
+        index: ir::Value,
+        item: ir::Value,
+        elem: &Type,
+        span: Option<SrcSpan>,
+    ) {
+        let var = self.vars[local as usize];
+        let list = self.b.use_var(var);
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        if let Some(strong) = self.layout.strong {
+            self.when_native_list(list, slow, true);
+            let count = self.list_field(list, strong);
+            let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
+            self.continue_if(unique, slow);
+            let len = self.list_field(list, self.layout.len);
+            let in_range = self.b.ins().icmp(IntCC::UnsignedLessThan, index, len);
+            self.continue_if(in_range, slow);
+            let items = self.list_field(list, self.layout.ptr);
+            let offset = self.b.ins().ishl_imm_u(index, 3);
+            let at = self.b.ins().iadd(items, offset);
+            let old = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
+            self.b.ins().store(MemFlags::trusted(), item, at, 0);
+            if elem.is_heap() {
+                self.call(Intr::Retain, &[item]);
+                self.call(Intr::Release, &[old]);
+            }
+            self.b.ins().jump(done, &[]);
+            self.b.set_cold_block(slow);
+        } else {
+            self.b.ins().jump(slow, &[]);
+        }
+        self.b.switch_to_block(slow);
+        let d = self.type_arg(elem.clone(), span);
+        let new = self.slow_call(Intr::Set, &[d, list, index, item]);
+        self.b.def_var(var, new);
+        self.cold = self.layout.strong.is_some();
+        self.check_failed(span);
+        self.cold = false;
+        // The runtime's result is always a native list, maybe a new one.
         if let Some(cache) = self.appenders.get(&local).copied() {
             self.see_native_list(cache, new);
         }
@@ -1225,6 +1286,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 self.push_in_place(*l, item, &elem, span);
                 return Ok(None);
             }
+            Op::SetInPlace(l, i, x) => {
+                let elem = match &self.f.locals[*l as usize].ty {
+                    Type::List(e) => (**e).clone(),
+                    _ => Type::Unit,
+                };
+                let (index, item) = (self.value(*i), self.value(*x));
+                self.set_in_place(*l, index, item, &elem, span);
+                return Ok(None);
+            }
             Op::List(items) => {
                 let elem = match &ty {
                     Type::List(e) => (**e).clone(),
@@ -1576,7 +1646,7 @@ fn borrowed_loads(
         }
         let Some(last) = last_use else { continue };
         let reassigned = block.insts[i + 1..=last].iter().any(
-            |later| matches!(&later.op, Op::Store(l, _) | Op::PushInPlace(l, _) if l == local),
+            |later| matches!(&later.op, Op::Store(l, _) | Op::PushInPlace(l, _) | Op::SetInPlace(l, _, _) if l == local),
         );
         if !reassigned {
             borrowed.insert(*id);

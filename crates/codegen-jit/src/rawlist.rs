@@ -55,6 +55,11 @@ impl RawList {
         *self = RawList::from_vec(items, heap);
     }
 
+    pub fn as_mut_slice(&mut self) -> &mut [i64] {
+        // SAFETY: as `as_slice`, through the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
     /// The elements, with their references.
     pub fn into_vec(self) -> Vec<i64> {
         let this = std::mem::ManuallyDrop::new(self);

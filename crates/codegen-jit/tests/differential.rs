@@ -105,6 +105,12 @@ fn list_statement() -> impl Strategy<Value = String> {
             .prop_map(|k| format!("if len(g) > 1 {{ t = t + g[1][{k}] }}")),
         Just("for x in a { t = t + x }".to_owned()),
         Just("for w in s { t = t + len(w) }".to_owned()),
+        // Replacements in place (and not, when shared), of every element kind.
+        k.clone().prop_map(|k| format!("if len(s) > 0 {{ s = set(s, {k} % len(s), \"z\") }}")),
+        k.clone().prop_map(|k| format!("if len(g) > 0 {{ g = set(g, {k} % len(g), a) }}")),
+        k.clone().prop_map(|k| format!(
+            "let j = 1\n    while j < len(a) {{ a = set(a, j, a[j - 1] + {k})\n if j == {k} {{ b = a }}\n j += 1 }}"
+        )),
         // Mostly an error (a node that is not one, or a cycle), sometimes layers.
         Just("t = t + len(toposort(g))".to_owned()),
         Just("g = push(g, [len(g) - 1])".to_owned()),

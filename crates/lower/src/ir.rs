@@ -197,6 +197,9 @@ pub enum Op {
     CallBuiltin(Builtin, Vec<ValueId>),
     /// `xs = push(xs, x)`: append in place when `xs` is not shared.
     PushInPlace(LocalId, ValueId),
+    /// `xs = set(xs, i, x)`: replace element `i` in place when `xs` is not shared (an
+    /// index out of range is an error, as for `set`).
+    SetInPlace(LocalId, ValueId, ValueId),
     List(Vec<ValueId>),
     Struct(TypeId, Vec<ValueId>),
     Field(ValueId, u32),
@@ -312,7 +315,10 @@ impl Op {
             | Op::Arg(v, _)
             | Op::Arm(v)
             | Op::Instruct(v, _) => out.push(*v),
-            Op::Binary(_, _, a, b) | Op::Index(a, b) | Op::Element(a, b) => out.extend([*a, *b]),
+            Op::Binary(_, _, a, b)
+            | Op::Index(a, b)
+            | Op::Element(a, b)
+            | Op::SetInPlace(_, a, b) => out.extend([*a, *b]),
             Op::Call(_, args)
             | Op::CallExtern(_, args)
             | Op::CallBuiltin(_, args)

@@ -521,6 +521,22 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     self.emit_void(Op::PushInPlace(local, x), Some(self.src(value.span)));
                     return;
                 }
+                if *op == ast::AssignOp::Assign
+                    && let ExprKind::Call { callee, args } = &value.kind
+                    && let ExprKind::Path(p) = &callee.kind
+                    && args.len() == 3
+                    && matches!(
+                        self.refs.get(&(p.last().span.start, p.last().span.end)),
+                        Some(Target::Builtin(hir::Builtin::Set))
+                    )
+                    && matches!(&args[0].kind, ExprKind::Path(a) if a.segments.len() == 1 && a.segments[0].name == target.name)
+                {
+                    // `xs = set(xs, i, x)`: replace in place when nothing else holds the list.
+                    let i = self.expr(&args[1]);
+                    let x = self.expr(&args[2]);
+                    self.emit_void(Op::SetInPlace(local, i, x), Some(self.src(value.span)));
+                    return;
+                }
                 let v = self.expr(value);
                 let v = match op {
                     ast::AssignOp::Assign => v,

@@ -165,6 +165,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
                     vals(args)
                 ),
                 Op::PushInPlace(l, v) => format!("push_in_place l{l}, v{v}"),
+                Op::SetInPlace(l, i, v) => format!("set_in_place l{l}[v{i}], v{v}"),
                 Op::List(items) => format!("list [{}]", vals(items)),
                 Op::Struct(t, fields) => {
                     format!("struct {} {{ {} }}", ty(m, &Type::Struct(*t)), vals(fields))
