@@ -335,6 +335,7 @@ impl Runtime {
                 .collect(),
             schema: schema.clone(),
             corrections: Vec::new(),
+            order: crate::order::next_call(),
         };
         (
             request,

@@ -18,6 +18,7 @@ pub mod context;
 pub mod error;
 pub mod http;
 pub mod llm;
+pub mod order;
 pub mod provider;
 pub mod repair;
 pub mod schema;

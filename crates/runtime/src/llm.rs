@@ -18,6 +18,9 @@ pub struct LlmRequest {
     pub schema: Arc<JsonValue>,
     /// Earlier answers that did not validate, each with the correction sent back.
     pub corrections: Vec<Correction>,
+    /// Where the call stands in the program's order (see `order`): not sent to the
+    /// model; transcripts are written in this order.
+    pub order: crate::order::Position,
 }
 
 #[derive(Clone, Debug, PartialEq)]

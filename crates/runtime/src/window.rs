@@ -14,6 +14,8 @@ pub fn sliding_window<T: Send>(
 ) -> Vec<Option<T>> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    // The iterations' model calls are numbered under this fan-out, by index.
+    let fan_out = crate::order::fan_out();
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
@@ -26,7 +28,7 @@ pub fn sliding_window<T: Send>(
             if i >= n {
                 break;
             }
-            let r = f(i);
+            let r = crate::order::within(&fan_out, i as u32, || f(i));
             if failed(&r) {
                 stop.store(true, Ordering::Relaxed);
             }

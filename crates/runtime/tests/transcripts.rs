@@ -150,3 +150,103 @@ async fn the_end_of_input_is_an_error_not_a_hang() {
     assert_eq!(err.kind, ErrorKind::Provider);
     assert!(err.message.contains("input ended"), "{}", err.message);
 }
+
+/// Answers every request after a delay that makes later fan-out iterations finish
+/// first (the iteration's number is in the context).
+struct Staggered;
+
+impl runtime::llm::Provider for Staggered {
+    fn name(&self) -> &str {
+        "staggered"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a runtime::llm::LlmRequest,
+    ) -> runtime::llm::BoxFuture<'a, Result<runtime::llm::LlmResponse, runtime::llm::ProviderError>>
+    {
+        Box::pin(async move {
+            let n: u64 = request
+                .context
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap_or(0);
+            tokio::time::sleep(std::time::Duration::from_millis(10 * (8 - n.min(8)))).await;
+            Ok(runtime::llm::LlmResponse {
+                text: format!(r#"{{"value": {n}}}"#),
+                finish: runtime::llm::Finish::Stop,
+                usage: Default::default(),
+                retries: 0,
+            })
+        })
+    }
+}
+
+/// Records a fan-out of 8 iterations with two calls each, on 4 threads, answered out of
+/// order, followed by one more call.
+fn record_fan_out(path: &std::path::Path) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let recorder = RecordingProvider::to_file(Arc::new(Staggered), path, Vec::new()).unwrap();
+    let rt = runtime(Arc::new(recorder));
+    let ask = |text: String| {
+        let ctx = Context::new();
+        ctx.instruct(&text);
+        tokio
+            .block_on(rt.produce(&site("f"), &ctx, "f", &TypeDesc::I64))
+            .unwrap()
+    };
+    ask("before 0".to_owned());
+    runtime::window::sliding_window(
+        8,
+        4,
+        |i| {
+            ask(format!("item {i}"));
+            ask(format!("again {i}"))
+        },
+        |_| false,
+    );
+    ask("after 0".to_owned());
+    // Dropping the runtime drops the recorder, which puts the file in program order.
+}
+
+#[test]
+fn a_transcript_is_written_in_program_order_whatever_the_timing() {
+    let dir = std::env::temp_dir().join(format!("sap-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    // Each on a thread of its own, as an engine runs a program.
+    for path in [&a, &b] {
+        std::thread::scope(|s| {
+            s.spawn(|| record_fan_out(path));
+        });
+    }
+    let text = std::fs::read_to_string(&a).unwrap();
+    assert_eq!(text, std::fs::read_to_string(&b).unwrap());
+    let contexts: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["request"]["context"]
+                .as_str()
+                .unwrap()
+                .trim_end()
+                .to_owned()
+        })
+        .collect();
+    let mut expected = vec!["before 0".to_owned()];
+    for i in 0..8 {
+        expected.push(format!("item {i}"));
+        expected.push(format!("again {i}"));
+    }
+    expected.push("after 0".to_owned());
+    assert_eq!(contexts, expected);
+    // The file still replays.
+    ReplayProvider::from_text(&text, "a.jsonl").unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

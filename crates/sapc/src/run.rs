@@ -181,17 +181,13 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
     };
     match &args.record {
         Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             let secrets = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
                 .iter()
                 .filter_map(|k| std::env::var(k).ok())
                 .collect();
-            Ok(Arc::new(RecordingProvider::new(
-                provider,
-                Box::new(file),
-                secrets,
-            )))
+            Ok(Arc::new(RecordingProvider::to_file(
+                provider, path, secrets,
+            )?))
         }
         None => Ok(provider),
     }

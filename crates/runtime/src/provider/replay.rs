@@ -135,12 +135,20 @@ impl Provider for ReplayProvider {
     }
 }
 
-/// Wraps a provider and appends every exchange to a transcript.
+/// A transcript line and where its call stands in the program's order.
+type PlacedLine = (crate::order::Position, String);
+
+/// Wraps a provider and appends every exchange to a transcript, as it happens (nothing
+/// is lost if the run stops). A transcript file is rewritten in the program's order when
+/// the recorder is dropped, so recording the same run twice gives the same file however
+/// its concurrent calls interleaved.
 pub struct RecordingProvider {
     inner: Arc<dyn Provider>,
     sink: Mutex<Box<dyn Write + Send>>,
     /// Strings never written to the transcript (API keys).
     secrets: Vec<String>,
+    /// The file written, and every line with its call's position.
+    file: Option<(std::path::PathBuf, Mutex<Vec<PlacedLine>>)>,
 }
 
 impl RecordingProvider {
@@ -154,7 +162,21 @@ impl RecordingProvider {
             inner,
             sink: Mutex::new(sink),
             secrets,
+            file: None,
         }
+    }
+
+    /// Records to the file at `path` (created anew).
+    pub fn to_file(
+        inner: Arc<dyn Provider>,
+        path: &Path,
+        secrets: Vec<String>,
+    ) -> Result<RecordingProvider, String> {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let mut recorder = RecordingProvider::new(inner, Box::new(file), secrets);
+        recorder.file = Some((path.to_path_buf(), Mutex::new(Vec::new())));
+        Ok(recorder)
     }
 
     fn scrub(&self, mut line: String) -> String {
@@ -176,15 +198,47 @@ impl Provider for RecordingProvider {
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
             let response = self.inner.complete(request).await?;
-            let line =
-                json!({ "request": request.to_json(), "response": response_to_json(&response) })
-                    .to_string();
+            let line = json!({
+                "order": request.order,
+                "request": request.to_json(),
+                "response": response_to_json(&response),
+            })
+            .to_string();
             let line = self.scrub(line);
             let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
             // A transcript that cannot be written must not lose the run's answer; the
             // error is reported with the answer's call if it matters to the caller.
             let _ = writeln!(sink, "{line}").and_then(|_| sink.flush());
+            if let Some((_, lines)) = &self.file {
+                let mut lines = lines.lock().unwrap_or_else(|e| e.into_inner());
+                lines.push((request.order.clone(), line));
+            }
             Ok(response)
         })
+    }
+}
+
+impl Drop for RecordingProvider {
+    /// Rewrites a transcript file in the program's order (a stable sort: the attempts
+    /// of one call keep the order they happened in). Through a temporary file and a
+    /// rename, so the transcript on disk is always whole.
+    fn drop(&mut self) {
+        let Some((path, lines)) = self.file.take() else {
+            return;
+        };
+        let mut lines = lines.into_inner().unwrap_or_else(|e| e.into_inner());
+        if lines.windows(2).all(|w| w[0].0 <= w[1].0) {
+            return;
+        }
+        lines.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut text = String::new();
+        for (_, line) in &lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        let temporary = path.with_extension("jsonl.sorting");
+        if std::fs::write(&temporary, text).is_ok() && std::fs::rename(&temporary, &path).is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
     }
 }
