@@ -316,6 +316,10 @@ impl<'h> Evaluator<'h> {
                 let engine = EvalEngine { eval: self, depth };
                 Slot::Val(host.call_builtin(*b, &args, span, &engine)?)
             }
+            Op::Release(l) => {
+                locals[*l as usize] = Slot::Empty;
+                Slot::Empty
+            }
             Op::SetInPlace(l, i, x) => {
                 let (index, item) = (int(v(i)), v(x).clone());
                 match &mut locals[*l as usize] {

@@ -183,9 +183,14 @@ fn guard(
 
 /// Why compiled code stopped, with what it knew.
 pub enum FailKind {
-    Overflow { op: BinOp, ty: Type },
+    Overflow {
+        op: BinOp,
+        ty: Type,
+    },
     Depth,
     Iterations,
+    /// A broken invariant of the code generator, with its message.
+    Internal(String),
 }
 
 pub struct FailDesc {
@@ -261,6 +266,7 @@ pub unsafe extern "C" fn sap_fail(env: *mut Env, desc: *const FailDesc, a: i64, 
         },
         FailKind::Depth => format!("recursion deeper than {} calls", env.max_depth),
         FailKind::Iterations => format!("more than {} loop iterations", env.max_iterations),
+        FailKind::Internal(message) => message.clone(),
     };
     env.fail(ExecError::new(message, desc.span));
 }
@@ -414,6 +420,7 @@ pub unsafe extern "C" fn sap_push(
         // SAFETY: we own one reference to `list`.
         let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
         if let Some(Slot::Raw(items)) = Arc::get_mut(&mut arc) {
+            debug_assert_eq!(items.heap(), heap, "a native list's element kind");
             items.push(item);
             return Ok(Arc::into_raw(arc) as i64);
         }
@@ -451,7 +458,10 @@ pub unsafe extern "C" fn sap_native(env: *mut Env, desc: *const TypeArg, list: i
                 desc.ty.is_heap(),
             ))))
         }
-        _ => Ok(new_obj(Slot::Raw(RawList::from_vec(Vec::new(), false)))),
+        _ => Ok(new_obj(Slot::Raw(RawList::from_vec(
+            Vec::new(),
+            desc.ty.is_heap(),
+        )))),
     })
 }
 
@@ -468,6 +478,12 @@ pub unsafe extern "C" fn sap_set(
     let (env, desc) = unsafe { (&mut *env, &*desc) };
     guard(env, desc.span, |_| {
         let heap = desc.ty.is_heap();
+        if list == 0 {
+            return Err(ExecError::new(
+                format!("index {index} is out of range for a list of 0 elements"),
+                desc.span,
+            ));
+        }
         // SAFETY: we own one reference to `list`, a live list object.
         let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
         let len = match &*arc {
@@ -488,6 +504,7 @@ pub unsafe extern "C" fn sap_set(
             sap_retain(item);
         }
         if let Some(Slot::Raw(items)) = Arc::get_mut(&mut arc) {
+            debug_assert_eq!(items.heap(), heap, "a native list's element kind");
             let old = std::mem::replace(&mut items.as_mut_slice()[at], item);
             if heap {
                 sap_release(old);

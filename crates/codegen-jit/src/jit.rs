@@ -8,7 +8,8 @@
 //! retains, `Store` retains the new value and releases the old, a function retains its
 //! heap parameters on entry and releases its variables on return, and a temporary is
 //! released at the end of the block that made it (values used in later blocks live in
-//! variables). An error returns at once, leaving cleanup to the end of the run.
+//! variables). An error returns at once without giving back the references its frames
+//! hold (the failed run ends; a failed tool call of a plan leaves them behind).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -656,6 +657,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.set_cold_block(convert);
         let d = self.type_arg(elem.clone(), None);
         let native = self.slow_call(Intr::Native, &[d, list]);
+        self.cold = true;
+        self.check_failed(None);
+        self.cold = false;
         // The local's reference moves to the native copy.
         self.call(Intr::Release, &[list]);
         self.b.def_var(var, native);
@@ -890,6 +894,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.switch_to_block(ok);
     }
 
+    /// Fails with `kind` here, ending the block.
+    fn fail_now(&mut self, kind: FailKind, span: Option<SrcSpan>) {
+        let desc = keep_ptr!(self.keep.fails, FailDesc { kind, span });
+        let d = self.iconst(desc);
+        let zero = self.iconst(0);
+        self.call(Intr::Fail, &[self.env, d, zero, zero]);
+        self.unwind(span);
+    }
+
     fn value(&mut self, id: u32) -> ir::Value {
         match self.cross.get(&id) {
             Some(var) => self.b.use_var(*var),
@@ -1109,13 +1122,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
                         }
                     }
                     if targets.is_empty() {
-                        let z = self.iconst(0);
-                        self.b.ins().return_(&[z, z]);
+                        self.fail_now(
+                            FailKind::Internal("internal: no arm".to_owned()),
+                            span_of(None, f),
+                        );
                     }
                 }
                 Terminator::Unreachable => {
-                    let z = self.iconst(0);
-                    self.b.ins().return_(&[z, z]);
+                    let message = format!("internal: `{}` reached an unreachable block", f.name);
+                    self.fail_now(FailKind::Internal(message), Some(f.span));
                 }
             }
         }
@@ -1284,6 +1299,16 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 };
                 let item = self.value(*x);
                 self.push_in_place(*l, item, &elem, span);
+                return Ok(None);
+            }
+            Op::Release(l) => {
+                let var = self.vars[*l as usize];
+                if self.f.locals[*l as usize].ty.is_heap() {
+                    let v = self.b.use_var(var);
+                    self.call(Intr::Release, &[v]);
+                }
+                let zero = self.iconst(0);
+                self.b.def_var(var, zero);
                 return Ok(None);
             }
             Op::SetInPlace(l, i, x) => {

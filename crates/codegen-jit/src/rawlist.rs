@@ -55,6 +55,11 @@ impl RawList {
         *self = RawList::from_vec(items, heap);
     }
 
+    /// Whether the elements are object pointers the list holds references to.
+    pub fn heap(&self) -> bool {
+        self.heap
+    }
+
     pub fn as_mut_slice(&mut self) -> &mut [i64] {
         // SAFETY: as `as_slice`, through the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }

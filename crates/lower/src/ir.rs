@@ -197,6 +197,10 @@ pub enum Op {
     CallBuiltin(Builtin, Vec<ValueId>),
     /// `xs = push(xs, x)`: append in place when `xs` is not shared.
     PushInPlace(LocalId, ValueId),
+    /// A hidden local's value is no longer needed — the list a `for` loop walked, at the
+    /// loop's exit — so it is given back, and the program's own variable holds that list
+    /// alone again (appending to it or replacing in it need not copy).
+    Release(LocalId),
     /// `xs = set(xs, i, x)`: replace element `i` in place when `xs` is not shared (an
     /// index out of range is an error, as for `set`).
     SetInPlace(LocalId, ValueId, ValueId),
@@ -306,7 +310,7 @@ impl Op {
     /// The values the operation reads, appended to `out`.
     pub fn operands(&self, out: &mut Vec<ValueId>) {
         match self {
-            Op::Const(_) | Op::Load(_) | Op::ContextNew => {}
+            Op::Const(_) | Op::Load(_) | Op::ContextNew | Op::Release(_) => {}
             Op::Store(_, v)
             | Op::Unary(_, _, v)
             | Op::PushInPlace(_, v)

@@ -659,6 +659,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.emit_void(Op::Store(index, next), None);
                 self.terminate(Terminator::Loop(head));
                 self.switch_to(exit);
+                self.emit_void(Op::Release(list), None);
             }
             StmtKind::Expr(e) => {
                 self.expr(e);

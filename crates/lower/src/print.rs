@@ -166,6 +166,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
                 ),
                 Op::PushInPlace(l, v) => format!("push_in_place l{l}, v{v}"),
                 Op::SetInPlace(l, i, v) => format!("set_in_place l{l}[v{i}], v{v}"),
+                Op::Release(l) => format!("release l{l}"),
                 Op::List(items) => format!("list [{}]", vals(items)),
                 Op::Struct(t, fields) => {
                     format!("struct {} {{ {} }}", ty(m, &Type::Struct(*t)), vals(fields))
