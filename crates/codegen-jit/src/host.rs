@@ -175,6 +175,25 @@ fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
         }
         Builtin::UnwrapOr => matches!(params, [Type::Option(t), d] if **t == *d && *d == *ret),
         Builtin::Unwrap => matches!(params, [Type::Option(t)] if **t == *ret),
+        Builtin::Contains => {
+            (params == [Type::Str, Type::Str] || matches!(params, [Type::List(e), x] if **e == *x))
+                && *ret == Type::Bool
+        }
+        Builtin::StartsWith | Builtin::EndsWith => {
+            params == [Type::Str, Type::Str] && *ret == Type::Bool
+        }
+        Builtin::Split => {
+            params == [Type::Str, Type::Str] && *ret == Type::List(Box::new(Type::Str))
+        }
+        Builtin::Join => {
+            params == [Type::List(Box::new(Type::Str)), Type::Str] && *ret == Type::Str
+        }
+        Builtin::Trim | Builtin::ToLower | Builtin::ToUpper => {
+            params == [Type::Str] && *ret == Type::Str
+        }
+        Builtin::Replace => params == [Type::Str, Type::Str, Type::Str] && *ret == Type::Str,
+        Builtin::ParseInt => params == [Type::Str] && *ret == Type::Option(Box::new(Type::I64)),
+        Builtin::ParseFloat => params == [Type::Str] && *ret == Type::Option(Box::new(Type::F64)),
         Builtin::ToJson => params.len() == 1 && *ret == Type::Json,
         Builtin::ToolSignatures => params == [tools()] && *ret == Type::Str,
         Builtin::AotCheck => {
@@ -640,6 +659,60 @@ impl Host {
                 Ok(Value::str(line.trim_end_matches(['\n', '\r'])))
             }
             (Builtin::ToString, [v]) => Ok(Value::str(&display(v))),
+            (Builtin::Contains, [Value::Str(text), Value::Str(part)]) => {
+                Ok(Value::Bool(text.contains(&**part)))
+            }
+            (Builtin::Contains, [Value::List(items), x]) => {
+                Ok(Value::Bool(items.iter().any(|item| item == x)))
+            }
+            (Builtin::StartsWith, [Value::Str(text), Value::Str(prefix)]) => {
+                Ok(Value::Bool(text.starts_with(&**prefix)))
+            }
+            (Builtin::EndsWith, [Value::Str(text), Value::Str(suffix)]) => {
+                Ok(Value::Bool(text.ends_with(&**suffix)))
+            }
+            (Builtin::Split, [Value::Str(text), Value::Str(separator)]) => {
+                if separator.is_empty() {
+                    return Err(err("`split` needs a separator that is not empty".to_owned()));
+                }
+                Ok(Value::List(Arc::new(
+                    text.split(&**separator).map(Value::str).collect(),
+                )))
+            }
+            (Builtin::Join, [Value::List(parts), Value::Str(separator)]) => {
+                let parts: Vec<&str> = parts
+                    .iter()
+                    .map(|p| match p {
+                        Value::Str(s) => &**s,
+                        _ => "",
+                    })
+                    .collect();
+                Ok(Value::str(&parts.join(separator)))
+            }
+            (Builtin::Trim, [Value::Str(text)]) => Ok(Value::str(text.trim())),
+            (Builtin::ToLower, [Value::Str(text)]) => Ok(Value::str(&text.to_lowercase())),
+            (Builtin::ToUpper, [Value::Str(text)]) => Ok(Value::str(&text.to_uppercase())),
+            (Builtin::Replace, [Value::Str(text), Value::Str(from), Value::Str(to)]) => {
+                if from.is_empty() {
+                    return Err(err(
+                        "`replace` needs a text to find that is not empty".to_owned()
+                    ));
+                }
+                Ok(Value::str(&text.replace(&**from, to)))
+            }
+            (Builtin::ParseInt, [Value::Str(text)]) => Ok(Value::Option(
+                text.trim()
+                    .parse::<i64>()
+                    .ok()
+                    .map(|n| Box::new(Value::Int(n))),
+            )),
+            (Builtin::ParseFloat, [Value::Str(text)]) => Ok(Value::Option(
+                text.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .map(|x| Box::new(Value::Float(x))),
+            )),
             (Builtin::None, []) => Ok(Value::Option(None)),
             (Builtin::Some, [v]) => Ok(Value::Option(Some(Box::new(v.clone())))),
             (Builtin::IsSome, [Value::Option(o)]) => Ok(Value::Bool(o.is_some())),

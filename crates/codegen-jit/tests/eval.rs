@@ -299,6 +299,39 @@ fn main() -> () {
     assert_eq!(&source[span.start as usize..span.end as usize], "unwrap(n)");
 }
 
+/// The text helpers (and `contains` on lists), `parse_int`/`parse_float` giving options,
+/// and an empty separator as a located runtime error.
+#[test]
+fn text_helpers() {
+    both(text_helpers_body)
+}
+
+fn text_helpers_body() {
+    let source = r#"
+enum Color { Red, Green }
+fn main() -> () {
+    let line = "  name: Ada Lovelace ; born: 1815  "
+    let parts = split(trim(line), " ; ")
+    print(to_string(parts))
+    print(join(parts, " | "))
+    print(to_string(contains(line, "Ada")) + " " + to_string(contains(parts, "born: 1815")) + " " + to_string(contains([1, 2, 3], 4)))
+    print(to_string(starts_with(trim(line), "name")) + " " + to_string(ends_with(line, "x")))
+    print(to_upper("ada") + to_lower("LOVELACE") + replace("a-b-c", "-", "+"))
+    let year = parse_int(split(parts[1], ": ")[1])
+    print(to_string(unwrap_or(year, 0) + 1) + " " + to_string(parse_int("12x")) + " " + to_string(parse_float(" 2.5 ")))
+    print(to_string(contains([Color::Red], Color::Green)) + " " + to_string(line.contains("Lovelace")))
+    print(to_string(split("a,,b", ",")))
+    print(to_string(split("abc", "")))
+}
+"#;
+    let r = run(source);
+    assert_eq!(r.output, "[\"name: Ada Lovelace\",\"born: 1815\"]\nname: Ada Lovelace | born: 1815\ntrue true false\ntrue false\nADAlovelacea+b+c\n1816 null 2.5\nfalse true\n[\"a\",\"\",\"b\"]\n");
+    let e = r.result.unwrap_err();
+    assert_eq!(e.message, "`split` needs a separator that is not empty");
+    let span = e.span.unwrap();
+    assert_eq!(&source[span.start as usize..span.end as usize], "split(\"abc\", \"\")");
+}
+
 #[test]
 fn arithmetic_errors_point_at_the_source() {
     both(arithmetic_errors_point_at_the_source_body)

@@ -42,6 +42,17 @@ pub enum Builtin {
     IsNone,
     UnwrapOr,
     Unwrap,
+    Contains,
+    StartsWith,
+    EndsWith,
+    Split,
+    Join,
+    Trim,
+    Replace,
+    ToLower,
+    ToUpper,
+    ParseInt,
+    ParseFloat,
 }
 
 const ALL: &[(&str, Builtin)] = &[
@@ -78,6 +89,17 @@ const ALL: &[(&str, Builtin)] = &[
     ("is_none", Builtin::IsNone),
     ("unwrap_or", Builtin::UnwrapOr),
     ("unwrap", Builtin::Unwrap),
+    ("contains", Builtin::Contains),
+    ("starts_with", Builtin::StartsWith),
+    ("ends_with", Builtin::EndsWith),
+    ("split", Builtin::Split),
+    ("join", Builtin::Join),
+    ("trim", Builtin::Trim),
+    ("replace", Builtin::Replace),
+    ("to_lower", Builtin::ToLower),
+    ("to_upper", Builtin::ToUpper),
+    ("parse_int", Builtin::ParseInt),
+    ("parse_float", Builtin::ParseFloat),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -196,6 +218,50 @@ impl Builtin {
             ),
             // The value; `None` is a runtime error.
             Builtin::Unwrap => (vec![("option", Ty::Option(Box::new(t())))], t(), 1),
+            // Also `(text: String, part: String)`; the checker special-cases it.
+            Builtin::Contains => (
+                vec![("xs", Ty::List(Box::new(t()))), ("x", t())],
+                Ty::Bool,
+                1,
+            ),
+            Builtin::StartsWith => (
+                vec![("text", Ty::String), ("prefix", Ty::String)],
+                Ty::Bool,
+                0,
+            ),
+            Builtin::EndsWith => (
+                vec![("text", Ty::String), ("suffix", Ty::String)],
+                Ty::Bool,
+                0,
+            ),
+            Builtin::Split => (
+                vec![("text", Ty::String), ("separator", Ty::String)],
+                Ty::List(Box::new(Ty::String)),
+                0,
+            ),
+            Builtin::Join => (
+                vec![
+                    ("parts", Ty::List(Box::new(Ty::String))),
+                    ("separator", Ty::String),
+                ],
+                Ty::String,
+                0,
+            ),
+            Builtin::Trim | Builtin::ToLower | Builtin::ToUpper => {
+                (vec![("text", Ty::String)], Ty::String, 0)
+            }
+            Builtin::Replace => (
+                vec![
+                    ("text", Ty::String),
+                    ("from", Ty::String),
+                    ("to", Ty::String),
+                ],
+                Ty::String,
+                0,
+            ),
+            // The number the whole text (spaces around it aside) spells, if it does.
+            Builtin::ParseInt => (vec![("text", Ty::String)], Ty::Option(Box::new(Ty::I64)), 0),
+            Builtin::ParseFloat => (vec![("text", Ty::String)], Ty::Option(Box::new(Ty::F64)), 0),
         };
         BuiltinSig {
             params,

@@ -1349,6 +1349,9 @@ impl<'a, 'db> Checker<'a, 'db> {
                 if b == Builtin::Len && args.len() == 1 {
                     return self.len_call(args[0]);
                 }
+                if b == Builtin::Contains && args.len() == 2 {
+                    return self.contains_call(args[0], args[1]);
+                }
                 let sig = b.signature();
                 let vars: Vec<Ty<'db>> = (0..sig.generics).map(|_| self.fresh(false)).collect();
                 let params = sig
@@ -1409,6 +1412,27 @@ impl<'a, 'db> Checker<'a, 'db> {
             }
         }
         Ty::I64
+    }
+
+    /// `contains(text, part)` on strings, `contains(xs, x)` on lists.
+    fn contains_call(&mut self, whole: &Expr, part: &Expr) -> Ty<'db> {
+        let t = self.infer(whole, None);
+        let part_ty = match self.shallow(&t) {
+            Ty::String => Ty::String,
+            Ty::Error | Ty::Never => Ty::Error,
+            _ => {
+                let elem = self.fresh(false);
+                if !self.unify(&t, &Ty::List(Box::new(elem.clone()))) {
+                    let d = diag::mismatch(self.item, whole.span, "List<_>", &self.display(&t))
+                        .with_help("`contains` takes a `List` and an element, or two `String`s");
+                    self.diagnostics.push(d);
+                }
+                elem
+            }
+        };
+        let u = self.infer(part, Some(&part_ty));
+        self.expect(part.span, &u, &part_ty);
+        Ty::Bool
     }
 
     fn select(&mut self, span: Span, arms: &[ast::SelectArm], hint: Option<&Ty<'db>>) -> Ty<'db> {
