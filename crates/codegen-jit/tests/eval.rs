@@ -325,11 +325,17 @@ fn main() -> () {
 }
 "#;
     let r = run(source);
-    assert_eq!(r.output, "[\"name: Ada Lovelace\",\"born: 1815\"]\nname: Ada Lovelace | born: 1815\ntrue true false\ntrue false\nADAlovelacea+b+c\n1816 null 2.5\nfalse true\n[\"a\",\"\",\"b\"]\n");
+    assert_eq!(
+        r.output,
+        "[\"name: Ada Lovelace\",\"born: 1815\"]\nname: Ada Lovelace | born: 1815\ntrue true false\ntrue false\nADAlovelacea+b+c\n1816 null 2.5\nfalse true\n[\"a\",\"\",\"b\"]\n"
+    );
     let e = r.result.unwrap_err();
     assert_eq!(e.message, "`split` needs a separator that is not empty");
     let span = e.span.unwrap();
-    assert_eq!(&source[span.start as usize..span.end as usize], "split(\"abc\", \"\")");
+    assert_eq!(
+        &source[span.start as usize..span.end as usize],
+        "split(\"abc\", \"\")"
+    );
 }
 
 #[test]
