@@ -12,7 +12,7 @@ use lower::ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
 use runtime::value::{StructValue, ToolRef};
 use runtime::{Context, TypeDesc, Value};
 
-use crate::host::{Engine, ExecError, Host, StackFrame};
+use crate::host::{Engine, ExecError, Host, StackFrame, out_of_range};
 
 /// A value at run time: a sap value, a context, what an LLM fill or choice returned, or
 /// a list built by compiled code. The layout is fixed (`repr(u64)`: a tag, then the
@@ -328,14 +328,7 @@ impl<'h> Evaluator<'h> {
                         let at = usize::try_from(index)
                             .ok()
                             .filter(|&at| at < len)
-                            .ok_or_else(|| {
-                                err(
-                                    format!(
-                                        "index {index} is out of range for a list of {len} elements"
-                                    ),
-                                    span,
-                                )
-                            })?;
+                            .ok_or_else(|| err(out_of_range(index, len), span))?;
                         Arc::make_mut(items)[at] = item;
                     }
                     _ => return Err(err("internal: set on a non-list", span)),
@@ -374,15 +367,7 @@ impl<'h> Evaluator<'h> {
                     Value::List(items) => {
                         match usize::try_from(i).ok().and_then(|i| items.get(i)) {
                             Some(x) => Slot::Val(x.clone()),
-                            None => {
-                                return Err(err(
-                                    format!(
-                                        "index {i} is out of range for a list of {} elements",
-                                        items.len()
-                                    ),
-                                    span,
-                                ));
-                            }
+                            None => return Err(err(out_of_range(i, items.len()), span)),
                         }
                     }
                     _ => return Err(err("internal: index of a non-list", span)),

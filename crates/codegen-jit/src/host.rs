@@ -145,6 +145,11 @@ impl Externs {
     }
 }
 
+/// The error of an index outside a list, for every engine and path.
+pub(crate) fn out_of_range(index: i64, len: usize) -> String {
+    format!("index {index} is out of range for a list of {len} elements")
+}
+
 /// The standard extern a declared extern of that name stands for.
 pub fn standard_extern(name: &str) -> Option<Builtin> {
     hir::builtins::lookup(name)
@@ -735,12 +740,7 @@ impl Host {
                 let at = usize::try_from(*index)
                     .ok()
                     .filter(|&i| i < items.len())
-                    .ok_or_else(|| {
-                        err(format!(
-                            "index {index} is out of range for a list of {} elements",
-                            items.len()
-                        ))
-                    })?;
+                    .ok_or_else(|| err(out_of_range(*index, items.len())))?;
                 let mut items = items.clone();
                 Arc::make_mut(&mut items)[at] = x.clone();
                 Ok(Value::List(items))

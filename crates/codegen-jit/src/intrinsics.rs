@@ -21,7 +21,7 @@ use runtime::value::StructValue;
 use runtime::{Context, TypeDesc, Value};
 
 use crate::eval::{Slot, int_op};
-use crate::host::{ExecError, Host, StackFrame};
+use crate::host::{ExecError, Host, StackFrame, out_of_range};
 use crate::rawlist::RawList;
 
 /// What compiled code reads and writes directly, at fixed offsets (see `jit.rs`), then
@@ -424,19 +424,23 @@ pub unsafe extern "C" fn sap_push(
             items.push(item);
             return Ok(Arc::into_raw(arc) as i64);
         }
-        let mut items: Vec<i64> = match &*arc {
-            Slot::Raw(shared) => shared.clone().into_vec(),
-            Slot::Val(Value::List(values)) => {
-                let mut items = Vec::with_capacity(values.len() + 1);
-                items.extend(values.iter().map(|v| from_value(&desc.ty, v.clone())));
-                items
-            }
-            _ => Vec::new(),
-        };
+        let mut items = native_items(&arc, &desc.ty);
         items.push(item);
         drop(arc);
         Ok(new_obj(Slot::Raw(RawList::from_vec(items, heap))))
     })
+}
+
+/// The elements of a list object as native values of type `elem`, with references of
+/// their own (a copy: the list itself is left as it is).
+fn native_items(list: &Slot, elem: &Type) -> Vec<i64> {
+    match list {
+        Slot::Raw(items) => items.clone().into_vec(),
+        Slot::Val(Value::List(values)) => {
+            values.iter().map(|v| from_value(elem, v.clone())).collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// A native list with the elements of `list` (borrowed): the same list, with a new
@@ -448,20 +452,13 @@ pub unsafe extern "C" fn sap_native(env: *mut Env, desc: *const TypeArg, list: i
             sap_retain(list);
             Ok(list)
         }
-        Some(Slot::Val(Value::List(values))) => {
-            let items = values
-                .iter()
-                .map(|v| from_value(&desc.ty, v.clone()))
-                .collect();
+        other => {
+            let items = other.map_or_else(Vec::new, |l| native_items(l, &desc.ty));
             Ok(new_obj(Slot::Raw(RawList::from_vec(
                 items,
                 desc.ty.is_heap(),
             ))))
         }
-        _ => Ok(new_obj(Slot::Raw(RawList::from_vec(
-            Vec::new(),
-            desc.ty.is_heap(),
-        )))),
     })
 }
 
@@ -478,27 +475,18 @@ pub unsafe extern "C" fn sap_set(
     let (env, desc) = unsafe { (&mut *env, &*desc) };
     guard(env, desc.span, |_| {
         let heap = desc.ty.is_heap();
-        if list == 0 {
-            return Err(ExecError::new(
-                format!("index {index} is out of range for a list of 0 elements"),
-                desc.span,
-            ));
-        }
-        // SAFETY: we own one reference to `list`, a live list object.
-        let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
-        let len = match &*arc {
-            Slot::Raw(items) => items.as_slice().len(),
-            Slot::Val(Value::List(values)) => values.len(),
+        // No list (0) has no elements.
+        let len = match unsafe { obj(list) } {
+            Some(Slot::Raw(items)) => items.as_slice().len(),
+            Some(Slot::Val(Value::List(values))) => values.len(),
             _ => 0,
         };
         let Some(at) = usize::try_from(index).ok().filter(|&at| at < len) else {
             // The variable keeps its reference; the run stops.
-            let _ = Arc::into_raw(arc);
-            return Err(ExecError::new(
-                format!("index {index} is out of range for a list of {len} elements"),
-                desc.span,
-            ));
+            return Err(ExecError::new(out_of_range(index, len), desc.span));
         };
+        // SAFETY: we own one reference to `list`, a live list object (it has elements).
+        let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
         if heap {
             // The list's own reference.
             sap_retain(item);
@@ -511,14 +499,7 @@ pub unsafe extern "C" fn sap_set(
             }
             return Ok(Arc::into_raw(arc) as i64);
         }
-        let mut items: Vec<i64> = match &*arc {
-            Slot::Raw(shared) => shared.clone().into_vec(),
-            Slot::Val(Value::List(values)) => values
-                .iter()
-                .map(|v| from_value(&desc.ty, v.clone()))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let mut items = native_items(&arc, &desc.ty);
         let old = std::mem::replace(&mut items[at], item);
         if heap {
             sap_release(old);
@@ -595,12 +576,7 @@ pub unsafe extern "C" fn sap_index(
     index: i64,
 ) -> i64 {
     let (env, desc) = unsafe { (&mut *env, &*desc) };
-    let out_of_range = |len: usize| {
-        ExecError::new(
-            format!("index {index} is out of range for a list of {len} elements"),
-            desc.span,
-        )
-    };
+    let out_of_range = |len: usize| ExecError::new(out_of_range(index, len), desc.span);
     guard(env, desc.span, |_| match unsafe { obj(list) } {
         Some(Slot::Raw(items)) => {
             let items = items.as_slice();

@@ -540,14 +540,12 @@ impl<'a, 'b> FnCg<'a, 'b> {
     }
 
     /// Continues in a new block when `list` is a native list, and goes to `slow` when it
-    /// is not (a list from the host, or none when `may_be_null`).
-    fn when_native_list(&mut self, list: ir::Value, slow: ir::Block, may_be_null: bool) {
+    /// is not (a list from the host, or none).
+    fn when_native_list(&mut self, list: ir::Value, slow: ir::Block) {
         let native = self.b.create_block();
-        if may_be_null {
-            let present = self.b.create_block();
-            self.b.ins().brif(list, present, &[], slow, &[]);
-            self.b.switch_to_block(present);
-        }
+        let present = self.b.create_block();
+        self.b.ins().brif(list, present, &[], slow, &[]);
+        self.b.switch_to_block(present);
         let tag = self.b.ins().load(I64, MemFlags::trusted(), list, 0);
         let is_native = self
             .b
@@ -573,7 +571,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let slow = self.b.create_block();
         let done = self.b.create_block();
         let result = self.b.declare_var(I64);
-        self.when_native_list(list, slow, true);
+        self.when_native_list(list, slow);
         let len = self.list_field(list, self.layout.len);
         self.b.def_var(result, len);
         self.b.ins().jump(done, &[]);
@@ -586,49 +584,25 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.use_var(result)
     }
 
-    /// `list[index]`: loaded in place from a native list when the index is in range; the
-    /// runtime handles other lists and reports a bad index. `checked` is false for
-    /// `Op::Element`, whose index is in range by construction.
+    /// `list[index]`: loaded in place from a native list when the index is in range (an
+    /// owned reference for a heap element); the runtime handles other lists and reports
+    /// a bad index.
     fn list_index(
         &mut self,
         list: ir::Value,
         index: ir::Value,
         elem: &Type,
         span: Option<SrcSpan>,
-        checked: bool,
     ) -> ir::Value {
         let slow = self.b.create_block();
-        // The list a `for` loop holds is always there.
-        self.when_native_list(list, slow, checked);
-        if checked {
-            let len = self.list_field(list, self.layout.len);
-            let in_range = self.b.ins().icmp(IntCC::UnsignedLessThan, index, len);
-            self.continue_if(in_range, slow);
-        }
+        self.when_native_list(list, slow);
+        let len = self.list_field(list, self.layout.len);
+        let in_range = self.b.ins().icmp(IntCC::UnsignedLessThan, index, len);
+        self.continue_if(in_range, slow);
         let items = self.list_field(list, self.layout.ptr);
-        self.element_then_runtime(items, list, index, elem, span, slow)
-    }
-
-    /// Loads element `index` of the buffer `items` (an owned reference for a heap
-    /// element), then emits `slow`, where the runtime indexes `list` and reports a bad
-    /// index; continues after both with the element.
-    fn element_then_runtime(
-        &mut self,
-        items: ir::Value,
-        list: ir::Value,
-        index: ir::Value,
-        elem: &Type,
-        span: Option<SrcSpan>,
-        slow: ir::Block,
-    ) -> ir::Value {
         let done = self.b.create_block();
         let result = self.b.declare_var(I64);
-        let offset = self.b.ins().ishl_imm_u(index, 3);
-        let at = self.b.ins().iadd(items, offset);
-        let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
-        if elem.is_heap() {
-            self.call(Intr::Retain, &[x]);
-        }
+        let x = self.element_of_buffer(items, index, elem);
         self.b.def_var(result, x);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(slow);
@@ -651,7 +625,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let var = self.vars[local as usize];
         let convert = self.b.create_block();
         let done = self.b.create_block();
-        self.when_native_list(list, convert, true);
+        self.when_native_list(list, convert);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(convert);
         self.b.set_cold_block(convert);
@@ -670,7 +644,8 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.def_var(buffer, items);
     }
 
-    /// An element of the list a `for` loop walks, from its buffer in a register.
+    /// Element `index` of a native list's buffer `items` (an owned reference for a heap
+    /// element): the list a `for` loop walks keeps its buffer in a register.
     fn element_of_buffer(&mut self, items: ir::Value, index: ir::Value, elem: &Type) -> ir::Value {
         let offset = self.b.ins().ishl_imm_u(index, 3);
         let at = self.b.ins().iadd(items, offset);
@@ -723,18 +698,33 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b.ins().jump(slow, &[]);
         }
         self.b.switch_to_block(slow);
+        self.update_in_runtime(local, Intr::Push, &[list, item], elem, span);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// The runtime's side of `xs = push(xs, …)` or `xs = set(xs, …)` on the variable of
+    /// `local`: it takes over the variable's reference and gives the list back, always
+    /// native, maybe a new one.
+    fn update_in_runtime(
+        &mut self,
+        local: u32,
+        which: Intr,
+        args: &[ir::Value],
+        elem: &Type,
+        span: Option<SrcSpan>,
+    ) {
         let d = self.type_arg(elem.clone(), span);
-        let new = self.slow_call(Intr::Push, &[d, list, item]);
-        self.b.def_var(var, new);
+        let mut values = vec![d];
+        values.extend_from_slice(args);
+        let new = self.slow_call(which, &values);
+        self.b.def_var(self.vars[local as usize], new);
         self.cold = self.layout.strong.is_some();
         self.check_failed(span);
         self.cold = false;
-        // The runtime's result is always a native list.
         if let Some(cache) = self.appenders.get(&local).copied() {
             self.see_native_list(cache, new);
         }
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
     }
 
     /// `xs = set(xs, i, x)` on the variable of `local`: written in place when the list is
@@ -753,7 +743,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let slow = self.b.create_block();
         let done = self.b.create_block();
         if let Some(strong) = self.layout.strong {
-            self.when_native_list(list, slow, true);
+            self.when_native_list(list, slow);
             let count = self.list_field(list, strong);
             let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
             self.continue_if(unique, slow);
@@ -775,16 +765,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b.ins().jump(slow, &[]);
         }
         self.b.switch_to_block(slow);
-        let d = self.type_arg(elem.clone(), span);
-        let new = self.slow_call(Intr::Set, &[d, list, index, item]);
-        self.b.def_var(var, new);
-        self.cold = self.layout.strong.is_some();
-        self.check_failed(span);
-        self.cold = false;
-        // The runtime's result is always a native list, maybe a new one.
-        if let Some(cache) = self.appenders.get(&local).copied() {
-            self.see_native_list(cache, new);
-        }
+        self.update_in_runtime(local, Intr::Set, &[list, index, item], elem, span);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
     }
@@ -811,7 +792,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         for v in [cache.items, cache.len, cache.cap] {
             self.b.def_var(v, zero);
         }
-        self.when_native_list(list, other, true);
+        self.when_native_list(list, other);
         self.see_native_list(cache, list);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(other);
@@ -1209,10 +1190,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 self.b.def_var(var, v);
                 self.see_appender_list(*l, v);
                 if let Some(buffer) = self.buffers.get(l).copied() {
-                    let elem = match &self.f.locals[*l as usize].ty {
-                        Type::List(e) => (**e).clone(),
-                        _ => Type::Unit,
-                    };
+                    let elem = element_type(&self.f.locals[*l as usize].ty);
                     self.walk_native(*l, buffer, v, &elem);
                 }
                 return Ok(None);
@@ -1293,10 +1271,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 r
             }
             Op::PushInPlace(l, x) => {
-                let elem = match &self.f.locals[*l as usize].ty {
-                    Type::List(e) => (**e).clone(),
-                    _ => Type::Unit,
-                };
+                let elem = element_type(&self.f.locals[*l as usize].ty);
                 let item = self.value(*x);
                 self.push_in_place(*l, item, &elem, span);
                 return Ok(None);
@@ -1312,19 +1287,13 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 return Ok(None);
             }
             Op::SetInPlace(l, i, x) => {
-                let elem = match &self.f.locals[*l as usize].ty {
-                    Type::List(e) => (**e).clone(),
-                    _ => Type::Unit,
-                };
+                let elem = element_type(&self.f.locals[*l as usize].ty);
                 let (index, item) = (self.value(*i), self.value(*x));
                 self.set_in_place(*l, index, item, &elem, span);
                 return Ok(None);
             }
             Op::List(items) => {
-                let elem = match &ty {
-                    Type::List(e) => (**e).clone(),
-                    _ => Type::Unit,
-                };
+                let elem = element_type(&ty);
                 let values: Vec<ir::Value> = items.iter().map(|i| self.value(*i)).collect();
                 let array = self.array(&values);
                 let d = self.type_arg(elem, span);
@@ -1362,7 +1331,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             }
             Op::Index(l, i) => {
                 let (l, i) = (self.value(*l), self.value(*i));
-                self.list_index(l, i, &ty, span, true)
+                self.list_index(l, i, &ty, span)
             }
             Op::Element(l, i) => {
                 let buffer = self
@@ -1373,7 +1342,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 let (l, i) = (self.value(*l), self.value(*i));
                 match buffer {
                     Some(items) => self.element_of_buffer(items, i, &ty),
-                    None => self.list_index(l, i, &ty, span, false),
+                    // Lowering always loads the hidden local right before; indexing
+                    // with its checks is the same read.
+                    None => self.list_index(l, i, &ty, span),
                 }
             }
             Op::ContextNew => self.call(Intr::CtxNew, &[]).expect("returns"),
@@ -1635,6 +1606,14 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let wide = self.b.ins().sextend(I64, narrow);
         let differs = self.b.ins().icmp(IntCC::NotEqual, wide, r);
         self.fail_if(differs, kind, span, a, b);
+    }
+}
+
+/// The element type of a list type.
+fn element_type(list: &Type) -> Type {
+    match list {
+        Type::List(e) => (**e).clone(),
+        _ => Type::Unit,
     }
 }
 

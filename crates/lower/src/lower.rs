@@ -204,6 +204,14 @@ impl<'db> ModuleLower<'db> {
 }
 
 /// Where `break` and `continue` go, and what leaving the loop restores.
+/// An assignment that updates the list it reads (see `FnLower::update_of`).
+enum Update<'e> {
+    /// `xs = push(xs, x)`.
+    Push(&'e Expr),
+    /// `xs = set(xs, i, x)`.
+    Set(&'e Expr, &'e Expr),
+}
+
 struct LoopTarget {
     continue_to: BlockId,
     /// Whether `continue` goes straight back to the head (a `while`), which starts an
@@ -507,34 +515,19 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     .expect("hir resolved the assignment");
                 let ty = self.f.locals[local as usize].ty.clone();
                 if *op == ast::AssignOp::Assign
-                    && let ExprKind::Call { callee, args } = &value.kind
-                    && let ExprKind::Path(p) = &callee.kind
-                    && args.len() == 2
-                    && matches!(
-                        self.refs.get(&(p.last().span.start, p.last().span.end)),
-                        Some(Target::Builtin(hir::Builtin::Push))
-                    )
-                    && matches!(&args[0].kind, ExprKind::Path(a) if a.segments.len() == 1 && a.segments[0].name == target.name)
+                    && let Some(update) = self.update_of(&target.name, value)
                 {
-                    // `xs = push(xs, x)`: append in place when nothing else holds the list.
-                    let x = self.expr(&args[1]);
-                    self.emit_void(Op::PushInPlace(local, x), Some(self.src(value.span)));
-                    return;
-                }
-                if *op == ast::AssignOp::Assign
-                    && let ExprKind::Call { callee, args } = &value.kind
-                    && let ExprKind::Path(p) = &callee.kind
-                    && args.len() == 3
-                    && matches!(
-                        self.refs.get(&(p.last().span.start, p.last().span.end)),
-                        Some(Target::Builtin(hir::Builtin::Set))
-                    )
-                    && matches!(&args[0].kind, ExprKind::Path(a) if a.segments.len() == 1 && a.segments[0].name == target.name)
-                {
-                    // `xs = set(xs, i, x)`: replace in place when nothing else holds the list.
-                    let i = self.expr(&args[1]);
-                    let x = self.expr(&args[2]);
-                    self.emit_void(Op::SetInPlace(local, i, x), Some(self.src(value.span)));
+                    // `xs = push(xs, x)` / `xs = set(xs, i, x)`: in place when nothing
+                    // else holds the list.
+                    let span = Some(self.src(value.span));
+                    let op = match update {
+                        Update::Push(x) => Op::PushInPlace(local, self.expr(x)),
+                        Update::Set(i, x) => {
+                            let i = self.expr(i);
+                            Op::SetInPlace(local, i, self.expr(x))
+                        }
+                    };
+                    self.emit_void(op, span);
                     return;
                 }
                 let v = self.expr(value);
@@ -664,6 +657,28 @@ impl<'a, 'db> FnLower<'a, 'db> {
             StmtKind::Expr(e) => {
                 self.expr(e);
             }
+        }
+    }
+
+    /// When `value` is `push(name, x)` or `set(name, i, x)` of the standard externs.
+    fn update_of<'e>(&self, name: &str, value: &'e Expr) -> Option<Update<'e>> {
+        let ExprKind::Call { callee, args } = &value.kind else {
+            return None;
+        };
+        let ExprKind::Path(p) = &callee.kind else {
+            return None;
+        };
+        if !matches!(&args.first()?.kind, ExprKind::Path(a) if a.segments.len() == 1 && a.segments[0].name == name)
+        {
+            return None;
+        }
+        match (
+            self.refs.get(&(p.last().span.start, p.last().span.end)),
+            args.as_slice(),
+        ) {
+            (Some(Target::Builtin(hir::Builtin::Push)), [_, x]) => Some(Update::Push(x)),
+            (Some(Target::Builtin(hir::Builtin::Set)), [_, i, x]) => Some(Update::Set(i, x)),
+            _ => None,
         }
     }
 
