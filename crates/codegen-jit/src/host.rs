@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
+use builtins::SigType;
 use lower::ir::{self, Builtin, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
 use runtime::aot::{self, ToolSig};
 use runtime::schema::ArmDesc;
@@ -152,80 +153,45 @@ pub(crate) fn out_of_range(index: i64, len: usize) -> String {
 
 /// The standard extern a declared extern of that name stands for.
 pub fn standard_extern(name: &str) -> Option<Builtin> {
-    hir::builtins::lookup(name)
+    builtins::lookup(name)
 }
 
-/// Whether a declaration matches a standard extern; type parameters match any type.
+/// Whether a declaration matches one of a standard extern's forms in the table; its
+/// type parameter stands for one type throughout a form.
 fn standard_signature_fits(b: Builtin, params: &[Type], ret: &Type) -> bool {
-    let ints = || Type::List(Box::new(Type::List(Box::new(Type::I64))));
-    let tools = || Type::List(Box::new(Type::Tool));
-    match b {
-        Builtin::Print => params == [Type::Str] && *ret == Type::Unit,
-        Builtin::Input => params.is_empty() && *ret == Type::Str,
-        Builtin::ToString => params.len() == 1 && *ret == Type::Str,
-        Builtin::Len => matches!(params, [Type::List(_) | Type::Str]) && *ret == Type::I64,
-        Builtin::Push => matches!(params, [Type::List(e), x] if **e == *x) && *ret == params[0],
-        Builtin::Set => {
-            matches!(params, [Type::List(e), Type::I64, x] if **e == *x) && *ret == params[0]
+    b.entry().forms().any(|form| {
+        let mut t = None;
+        form.params.len() == params.len()
+            && form
+                .params
+                .iter()
+                .zip(params)
+                .all(|((_, want), have)| type_fits(*want, have, &mut t))
+            && type_fits(form.ret, ret, &mut t)
+    })
+}
+
+/// Whether `have` is `want`, binding the type parameter to the first type it meets.
+fn type_fits(want: SigType, have: &Type, t: &mut Option<Type>) -> bool {
+    match (want, have) {
+        (SigType::T, _) => match t {
+            Some(bound) => bound == have,
+            None => {
+                *t = Some(have.clone());
+                true
+            }
+        },
+        (SigType::List(w), Type::List(h)) | (SigType::Option(w), Type::Option(h)) => {
+            type_fits(*w, h, t)
         }
-        Builtin::ReadFile => params == [Type::Str] && *ret == Type::Str,
-        Builtin::WriteFile => params == [Type::Str, Type::Str] && *ret == Type::Unit,
-        Builtin::JsonParse => params == [Type::Str] && *ret == Type::Json,
-        Builtin::JsonGet => params == [Type::Json, Type::Str] && *ret == Type::Json,
-        Builtin::Toposort => params == [ints()] && *ret == ints(),
-        Builtin::None => params.is_empty() && matches!(ret, Type::Option(_)),
-        Builtin::Some => matches!(ret, Type::Option(t) if params == [(**t).clone()]),
-        Builtin::IsSome | Builtin::IsNone => {
-            matches!(params, [Type::Option(_)]) && *ret == Type::Bool
-        }
-        Builtin::UnwrapOr => matches!(params, [Type::Option(t), d] if **t == *d && *d == *ret),
-        Builtin::Unwrap => matches!(params, [Type::Option(t)] if **t == *ret),
-        Builtin::Contains => {
-            (params == [Type::Str, Type::Str] || matches!(params, [Type::List(e), x] if **e == *x))
-                && *ret == Type::Bool
-        }
-        Builtin::StartsWith | Builtin::EndsWith => {
-            params == [Type::Str, Type::Str] && *ret == Type::Bool
-        }
-        Builtin::Split => {
-            params == [Type::Str, Type::Str] && *ret == Type::List(Box::new(Type::Str))
-        }
-        Builtin::Join => {
-            params == [Type::List(Box::new(Type::Str)), Type::Str] && *ret == Type::Str
-        }
-        Builtin::Trim | Builtin::ToLower | Builtin::ToUpper => {
-            params == [Type::Str] && *ret == Type::Str
-        }
-        Builtin::Replace => params == [Type::Str, Type::Str, Type::Str] && *ret == Type::Str,
-        Builtin::ParseInt => params == [Type::Str] && *ret == Type::Option(Box::new(Type::I64)),
-        Builtin::ParseFloat => params == [Type::Str] && *ret == Type::Option(Box::new(Type::F64)),
-        Builtin::ToJson => params.len() == 1 && *ret == Type::Json,
-        Builtin::ToolSignatures => params == [tools()] && *ret == Type::Str,
-        Builtin::AotCheck => {
-            params == [Type::Json, tools()] && *ret == Type::List(Box::new(Type::Str))
-        }
-        Builtin::AotExecute => {
-            params
-                == [
-                    Type::Json,
-                    tools(),
-                    Type::I64,
-                    Type::List(Box::new(tools())),
-                ]
-                && *ret == Type::Json
-        }
-        Builtin::AotDot | Builtin::AotMermaid => params == [Type::Json] && *ret == Type::Str,
-        Builtin::JsonHas => params == [Type::Json, Type::Str] && *ret == Type::Bool,
-        Builtin::JsonLen => params == [Type::Json] && *ret == Type::I64,
-        Builtin::JsonKeys => params == [Type::Json] && *ret == Type::List(Box::new(Type::Str)),
-        Builtin::JsonItems => params == [Type::Json] && *ret == Type::List(Box::new(Type::Json)),
-        Builtin::Lines => params == [Type::Str] && *ret == Type::List(Box::new(Type::Str)),
-        Builtin::Truncate => params == [Type::Str, Type::I64] && *ret == Type::Str,
-        Builtin::Trace => params == [Type::Str, Type::Json] && *ret == Type::Unit,
-        Builtin::ClockMs => params.is_empty() && *ret == Type::I64,
-        Builtin::JsonInt => params == [Type::Json] && *ret == Type::I64,
-        Builtin::JsonStr => params == [Type::Json] && *ret == Type::Str,
-        Builtin::AotSchema => params == [tools()] && *ret == Type::Json,
+        (SigType::Unit, Type::Unit)
+        | (SigType::Bool, Type::Bool)
+        | (SigType::I64, Type::I64)
+        | (SigType::F64, Type::F64)
+        | (SigType::String, Type::Str)
+        | (SigType::Json, Type::Json)
+        | (SigType::Tool, Type::Tool) => true,
+        _ => false,
     }
 }
 
@@ -1026,5 +992,34 @@ fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {
         Type::Struct(id) | Type::Enum(id) => {
             types.get(*id as usize).cloned().unwrap_or(TypeDesc::Unit)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(t: Type) -> Type {
+        Type::List(Box::new(t))
+    }
+
+    #[test]
+    fn redeclared_standard_externs_are_checked_against_the_table() {
+        use Type::{Bool, I32, I64, Str, Unit};
+        let fits = |b, params: &[Type], ret: Type| standard_signature_fits(b, params, &ret);
+        assert!(fits(Builtin::Print, &[Str], Unit));
+        assert!(!fits(Builtin::Print, &[I32], Unit));
+        assert!(fits(Builtin::Push, &[list(I32), I32], list(I32)));
+        // The type parameter stands for one type throughout.
+        assert!(!fits(Builtin::Push, &[list(I32), I64], list(I32)));
+        assert!(!fits(Builtin::Push, &[list(I32), I32], list(I64)));
+        // The other forms of `len` and `contains`.
+        assert!(fits(Builtin::Len, &[Str], I64));
+        assert!(fits(Builtin::Len, &[list(Bool)], I64));
+        assert!(fits(Builtin::Contains, &[Str, Str], Bool));
+        assert!(fits(Builtin::Contains, &[list(Str), Str], Bool));
+        assert!(!fits(Builtin::Contains, &[Str, I32], Bool));
+        assert!(!fits(Builtin::Split, &[Str], list(Str)));
+        assert!(fits(Builtin::Toposort, &[list(list(I64))], list(list(I64))));
     }
 }

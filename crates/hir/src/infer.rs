@@ -1352,7 +1352,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                 if b == Builtin::Contains && args.len() == 2 {
                     return self.contains_call(args[0], args[1]);
                 }
-                let sig = b.signature();
+                let sig = crate::builtins::signature(b);
                 let vars: Vec<Ty<'db>> = (0..sig.generics).map(|_| self.fresh(false)).collect();
                 let params = sig
                     .params

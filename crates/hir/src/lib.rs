@@ -9,6 +9,8 @@
 //! - [`effects`]: every function classified pure, extern-calling or contextual;
 //! - [`check_file`]: all diagnostics of one file, with file offsets.
 
+#![forbid(unsafe_code)]
+
 pub mod builtins;
 mod db;
 pub mod defs;

@@ -178,7 +178,7 @@ pub enum UnOp {
 
 /// A standard extern, implemented by the runtime: the checker's own list, so a name,
 /// its signature and its meaning are written once.
-pub use hir::Builtin;
+pub use builtins::Builtin;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {

@@ -3,6 +3,8 @@
 //! source span of what can fail. The IR is serializable (`sapc build` caches it) and has
 //! a readable printed form ([`print::module`]).
 
+#![forbid(unsafe_code)]
+
 mod cleanup;
 pub mod ir;
 mod lower;

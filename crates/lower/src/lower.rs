@@ -1013,7 +1013,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 (params, sig.doc.clone())
             }
             Some(Target::Builtin(b)) => {
-                let sig = b.signature();
+                let sig = hir::builtins::signature(*b);
                 let params = sig
                     .params
                     .iter()

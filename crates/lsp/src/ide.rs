@@ -52,8 +52,14 @@ pub fn fn_label(db: &Database, item: Item<'_>) -> String {
     )
 }
 
+/// A builtin's documentation from the table, for hover and completion.
+fn builtin_doc(b: Builtin) -> Option<String> {
+    let doc = b.entry().doc.trim_end();
+    (!doc.is_empty()).then(|| doc.to_owned())
+}
+
 pub fn builtin_label(db: &Database, b: Builtin) -> String {
-    let sig = b.signature();
+    let sig = hir::builtins::signature(b);
     if b == Builtin::None {
         return format!("None: {}", sig.ret.display(db));
     }
@@ -168,7 +174,7 @@ pub fn hover(db: &Database, file: SourceFile, offset: u32) -> Option<HoverInfo> 
         {
             let (code, doc) = match &r.target {
                 Target::Item(i) => describe_item(db, *i),
-                Target::Builtin(b) => (builtin_label(db, *b), None),
+                Target::Builtin(b) => (builtin_label(db, *b), builtin_doc(*b)),
                 Target::Local { .. } => {
                     let text = ast_text(db, item, r.span);
                     (
@@ -448,7 +454,7 @@ fn item_completions(db: &Database, file: SourceFile, out: &mut Vec<Completion>) 
             label: b.name().to_owned(),
             kind: CompletionKind::Function,
             detail: Some(builtin_label(db, b)),
-            documentation: None,
+            documentation: builtin_doc(b),
         });
     }
 }
@@ -497,16 +503,20 @@ fn method_completions(
             });
         }
     }
+    // A builtin is offered when one of its forms takes the receiver first; a type
+    // parameter takes anything.
     let generic_first = |b: Builtin| {
-        let sig = b.signature();
-        match sig.params.first().map(|p| &p.1) {
-            Some(Ty::Param(_)) => true,
-            Some(Ty::List(_)) => {
-                matches!(receiver, Ty::List(_)) || (b == Builtin::Len && *receiver == Ty::String)
-            }
-            Some(t) => t == receiver,
-            None => false,
-        }
+        hir::builtins::signatures(b)
+            .iter()
+            .any(|sig| match sig.params.first().map(|p| &p.1) {
+                Some(Ty::Param(_)) => true,
+                Some(Ty::List(e)) if matches!(**e, Ty::Param(_)) => matches!(receiver, Ty::List(_)),
+                Some(Ty::Option(e)) if matches!(**e, Ty::Param(_)) => {
+                    matches!(receiver, Ty::Option(_))
+                }
+                Some(t) => t == receiver,
+                None => false,
+            })
     };
     if *receiver != Ty::Context {
         for b in hir::builtins::names()
@@ -517,7 +527,7 @@ fn method_completions(
                 label: b.name().to_owned(),
                 kind: CompletionKind::Function,
                 detail: Some(builtin_label(db, b)),
-                documentation: None,
+                documentation: builtin_doc(b),
             });
         }
     }
@@ -694,7 +704,7 @@ pub fn signature_help(
         }
         None => {
             let b = hir::builtins::lookup(name)?;
-            let sig = b.signature();
+            let sig = hir::builtins::signature(b);
             (
                 sig.params
                     .iter()

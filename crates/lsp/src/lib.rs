@@ -6,6 +6,8 @@
 //! channel of messages fits salsa's one-writer model — the loop thread owns the database
 //! and writes to it, and workers read from clones that salsa cancels when the loop writes.
 
+#![forbid(unsafe_code)]
+
 mod convert;
 pub mod ide;
 mod server;

@@ -11,6 +11,8 @@
 //! Nothing here reads configuration files or the command line: `sapc` builds a
 //! [`Runtime`] from flags, environment and `sap.toml`, and hands it to the program.
 
+#![forbid(unsafe_code)]
+
 pub mod aot;
 pub mod budget;
 pub mod call;

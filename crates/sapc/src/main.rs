@@ -1,6 +1,8 @@
 //! `sapc`: the command-line front end. It owns the terminal and the file system; the
 //! compiler crates below it take text and return data.
 
+#![forbid(unsafe_code)]
+
 mod cache;
 mod check;
 mod render;

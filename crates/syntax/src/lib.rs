@@ -5,6 +5,8 @@
 //! parser resumes at the next line that starts an item, so one broken function does not
 //! hide the others. No pest type appears in the public API.
 
+#![forbid(unsafe_code)]
+
 // pest_derive, built without its `std` feature (whose per-rule stack probe costs a quarter
 // of parse time; `scan` bounds nesting instead), refers to `alloc` by path.
 extern crate alloc;

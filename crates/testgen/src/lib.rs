@@ -2,6 +2,8 @@
 //! tests: every construct of the language appears, the program checks clean, and the
 //! same arguments always give the same text.
 
+#![forbid(unsafe_code)]
+
 use std::fmt::Write;
 
 pub mod fixtures;
