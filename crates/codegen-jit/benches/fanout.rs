@@ -20,7 +20,7 @@ use runtime::http::HttpConfig;
 use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{CallSite, Context, Runtime, RuntimeConfig, TypeDesc};
 use serde_json::json;
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 const BRANCHES: usize = 200;
 /// The server's fixed latencies: 100 ms (fast for a model) and 500 ms (typical).

@@ -176,11 +176,21 @@ impl<'h> Evaluator<'h> {
 
     pub fn call(&self, id: FuncId, args: Vec<Slot>, depth: u32) -> Result<Slot, ExecError> {
         let f = &self.host.module.functions[id as usize];
+        // A budget error is raised in the function it stops, which is then the innermost
+        // frame of the stack (as in compiled code).
+        let in_this_function = |message: String| {
+            let mut e = err(message, Some(f.span));
+            e.stack.push(StackFrame {
+                function: f.name.clone(),
+                span: Some(f.span),
+            });
+            e
+        };
         if depth >= self.host.limits.max_depth {
-            return Err(err(
-                format!("recursion deeper than {} calls", self.host.limits.max_depth),
-                Some(f.span),
-            ));
+            return Err(in_this_function(format!(
+                "recursion deeper than {} calls",
+                self.host.limits.max_depth
+            )));
         }
         let mut locals: Vec<Slot> = vec![Slot::Empty; f.locals.len()];
         for (i, a) in args.into_iter().enumerate() {
@@ -220,13 +230,10 @@ impl<'h> Evaluator<'h> {
                     // One more loop iteration.
                     let n = self.iterations.fetch_add(1, Ordering::Relaxed) + 1;
                     if n > self.host.limits.max_loop_iterations {
-                        return Err(err(
-                            format!(
-                                "more than {} loop iterations",
-                                self.host.limits.max_loop_iterations
-                            ),
-                            Some(f.span),
-                        ));
+                        return Err(in_this_function(format!(
+                            "more than {} loop iterations",
+                            self.host.limits.max_loop_iterations
+                        )));
                     }
                     *t as usize
                 }

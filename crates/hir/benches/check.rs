@@ -18,7 +18,7 @@ fn replace_nth(text: &str, from: &str, to: &str, n: usize) -> String {
 }
 
 fn cold_check(c: &mut Criterion) {
-    let text = testgen::program(50_000);
+    let text = test_support::program(50_000);
     let lines = text.lines().count() as u64;
     {
         let mut db = hir::Database::default();
@@ -47,9 +47,9 @@ fn cold_check(c: &mut Criterion) {
 }
 
 fn recheck_after_edit(c: &mut Criterion) {
-    let text = testgen::program(20_000);
+    let text = test_support::program(20_000);
     // Two versions of one line inside one function body in the middle of the file.
-    let middle = testgen::function_count(&text) / 20;
+    let middle = test_support::function_count(&text) / 20;
     let a = replace_nth(
         &text,
         "total = total + i * i - (i / 3) % 5",

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use test_support::fixtures::{Reported, Severity};
 
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hir")
@@ -14,7 +15,7 @@ fn fixtures_dir() -> PathBuf {
 /// The fixture files grouped into workspaces.
 fn workspaces() -> Vec<Vec<PathBuf>> {
     let mut groups: Vec<(Option<PathBuf>, Vec<PathBuf>)> = Vec::new();
-    for file in testgen::fixtures::sap_files(&fixtures_dir()) {
+    for file in test_support::fixtures::sap_files(&fixtures_dir()) {
         let workspace = file
             .ancestors()
             .find(|a| a.extension().is_some_and(|e| e == "workspace"))
@@ -52,7 +53,20 @@ fn fixtures() {
                 .unwrap_or(&path)
                 .display()
                 .to_string();
-            failures.extend(testgen::fixtures::check(&name, &text, diagnostics));
+            let reported: Vec<Reported> = diagnostics
+                .iter()
+                .map(|d| Reported {
+                    offset: d.span.start,
+                    severity: if d.is_error() {
+                        Severity::Error
+                    } else {
+                        Severity::Warning
+                    },
+                    code: d.code,
+                    message: &d.message,
+                })
+                .collect();
+            failures.extend(test_support::fixtures::check(&name, &text, &reported));
         }
     }
     assert!(cases >= 120, "at least 120 fixture cases, found {cases}");
@@ -79,7 +93,7 @@ fn examples_have_no_errors() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut db = hir::Database::default();
     db.add_prelude();
-    let files: Vec<_> = testgen::fixtures::sap_files(&dir)
+    let files: Vec<_> = test_support::fixtures::sap_files(&dir)
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();

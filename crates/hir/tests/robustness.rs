@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use testgen::mutate::{FRAGMENTS, apply, edit};
+use test_support::mutate::{FRAGMENTS, apply, edit};
 
 fn programs() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -15,10 +15,10 @@ fn programs() -> Vec<String> {
         "tests/fixtures/syntax/valid",
     ]
     .iter()
-    .flat_map(|d| testgen::fixtures::sap_files(&root.join(d)))
+    .flat_map(|d| test_support::fixtures::sap_files(&root.join(d)))
     .map(|p| std::fs::read_to_string(p).unwrap())
     .collect();
-    out.push(testgen::program(300));
+    out.push(test_support::program(300));
     out
 }
 

@@ -13,7 +13,7 @@ fn lower_file(path: &Path) -> lower::ir::Module {
 }
 
 fn examples() -> Vec<PathBuf> {
-    testgen::fixtures::sap_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
+    test_support::fixtures::sap_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
 }
 
 #[test]
@@ -30,7 +30,7 @@ fn every_example_lowers_and_matches_its_snapshot() {
             .map(|l| l.split("  @").next().unwrap_or(l).to_owned() + "\n")
             .collect();
         let name = path.file_stem().unwrap().to_string_lossy().to_string() + ".ir";
-        testgen::snapshot::assert_snapshot(&snapshots, &name, &printed);
+        test_support::snapshot::assert_snapshot(&snapshots, &name, &printed);
     }
 }
 

@@ -13,7 +13,7 @@ use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeConfig, Value};
 use serde_json::json;
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 fn analysis() -> TypeDesc {
     TypeDesc::Struct(Arc::new(StructDesc {

@@ -9,7 +9,7 @@ use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
 use runtime::types::TypeDesc;
 use runtime::{Context, ErrorKind, Value};
 use serde_json::{Value as JsonValue, json};
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 fn anthropic(server: &MockServer) -> Arc<AnthropicProvider> {
     Arc::new(
@@ -87,7 +87,7 @@ async fn forced_tool_use_with_a_cached_prefix() {
         first[1].get("cache_control").is_none(),
         "the instruction changes per call"
     );
-    testgen::snapshot::assert_snapshot(
+    test_support::snapshot::assert_snapshot(
         &snapshots(),
         "anthropic_produce_body.json",
         &serde_json::to_string_pretty(&body).unwrap(),

@@ -319,8 +319,8 @@ fn the_schema_offers_each_tool_with_its_arguments() {
 fn plans_are_drawn_as_dot_and_mermaid() {
     let plan = aot::check(&seed_plan(), &calculator()).unwrap();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
-    testgen::snapshot::assert_snapshot(&dir, "aot_seed_plan.dot", &aot::to_dot(&plan));
-    testgen::snapshot::assert_snapshot(&dir, "aot_seed_plan.mmd", &aot::to_mermaid(&plan));
+    test_support::snapshot::assert_snapshot(&dir, "aot_seed_plan.dot", &aot::to_dot(&plan));
+    test_support::snapshot::assert_snapshot(&dir, "aot_seed_plan.mmd", &aot::to_mermaid(&plan));
 
     // Quotes in arguments cannot break out of a label.
     let quoted = aot::check(

@@ -12,7 +12,7 @@ use runtime::trace::TraceSink;
 use runtime::types::{ParamDesc, TypeDesc};
 use runtime::{Budgets, Context, ErrorKind, Runtime, RuntimeConfig, Value};
 use serde_json::{Value as JsonValue, json};
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 fn param(name: &str, ty: TypeDesc, doc: Option<&str>) -> ParamDesc {
     ParamDesc {
@@ -76,8 +76,8 @@ async fn select_chooses_an_arm_and_fills_it_in_one_request() {
     assert_eq!((arm, args), (1, vec![Value::Int(2), Value::Int(5)]));
     assert_eq!(server.requests().len(), 1);
     let (user, schema) = user_and_schema(&server, 0);
-    testgen::snapshot::assert_snapshot(&snapshots(), "choose_user.txt", &user);
-    testgen::snapshot::assert_snapshot(&snapshots(), "choose_schema.json", &schema);
+    test_support::snapshot::assert_snapshot(&snapshots(), "choose_user.txt", &user);
+    test_support::snapshot::assert_snapshot(&snapshots(), "choose_schema.json", &schema);
 }
 
 #[tokio::test]
@@ -135,8 +135,8 @@ async fn placeholders_are_filled_in_one_request() {
         vec![Value::str("fn div(a, b) = a/b"), Value::Bool(true)]
     );
     let (user, schema) = user_and_schema(&server, 0);
-    testgen::snapshot::assert_snapshot(&snapshots(), "fill_args_user.txt", &user);
-    testgen::snapshot::assert_snapshot(&snapshots(), "fill_args_schema.json", &schema);
+    test_support::snapshot::assert_snapshot(&snapshots(), "fill_args_user.txt", &user);
+    test_support::snapshot::assert_snapshot(&snapshots(), "fill_args_schema.json", &schema);
 }
 
 #[tokio::test]
@@ -157,7 +157,7 @@ async fn a_condition_is_decided_with_a_reason_first() {
             .unwrap()
     );
     let (user, schema) = user_and_schema(&server, 0);
-    testgen::snapshot::assert_snapshot(&snapshots(), "decide_user.txt", &user);
+    test_support::snapshot::assert_snapshot(&snapshots(), "decide_user.txt", &user);
     let schema: JsonValue = serde_json::from_str(&schema).unwrap();
     let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
     assert_eq!(

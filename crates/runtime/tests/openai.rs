@@ -12,7 +12,7 @@ use runtime::provider::openai::OpenAiProvider;
 use runtime::types::TypeDesc;
 use runtime::{Context, ErrorKind, Value};
 use serde_json::json;
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 fn code_analysis_context() -> Context {
     let main = Context::new();
@@ -66,12 +66,12 @@ async fn produce_sends_the_rendered_prompt_and_schema() {
     );
     assert_eq!(body["messages"][0]["role"], "system");
     assert!(body.get("stream").is_none());
-    testgen::snapshot::assert_snapshot(
+    test_support::snapshot::assert_snapshot(
         &snapshots(),
         "openai_produce_user.txt",
         body["messages"][1]["content"].as_str().unwrap(),
     );
-    testgen::snapshot::assert_snapshot(
+    test_support::snapshot::assert_snapshot(
         &snapshots(),
         "openai_produce_schema.json",
         &serde_json::to_string_pretty(&body["response_format"]["json_schema"]["schema"]).unwrap(),

@@ -11,7 +11,7 @@ use runtime::provider::interactive::InteractiveProvider;
 use runtime::provider::replay::{RecordingProvider, ReplayProvider};
 use runtime::types::TypeDesc;
 use runtime::{Context, ErrorKind, Value};
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 async fn two_calls(rt: &runtime::Runtime) -> Result<(Value, Value), runtime::RuntimeError> {
     let ctx = Context::new();

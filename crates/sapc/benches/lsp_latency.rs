@@ -34,12 +34,12 @@ fn send(stdin: &mut impl Write, message: Value) {
 }
 
 fn latency(c: &mut Criterion) {
-    let text = testgen::program(20_000);
+    let text = test_support::program(20_000);
     // The edit: one literal inside one function body in the middle of the file.
     let needle = "total = total + i * i - (i / 3) % 5";
     let at = text
         .match_indices(needle)
-        .nth(testgen::function_count(&text) / 20)
+        .nth(test_support::function_count(&text) / 20)
         .unwrap()
         .0;
     let line = text[..at].matches('\n').count() as u32;

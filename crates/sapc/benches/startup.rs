@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {

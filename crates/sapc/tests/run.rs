@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use testgen::http::{MockServer, Reply};
+use test_support::http::{MockServer, Reply};
 
 fn sapc(args: &[&str]) -> Output {
     // From the repository root, as the README runs the examples.
@@ -24,48 +24,18 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-/// What each example prints when run with its transcript.
-const EXPECTED: &[(&str, &str)] = &[
-    (
-        "code_analysis",
-        "fn div(a, b): if b == 0 { return 0 } return a / b\n",
-    ),
-    ("calculator_select", "-3\n"),
-    ("calculator_extern", "-3\n"),
-    ("explicit_return", "5\n1\n"),
-    ("placeholders", "1\n"),
-    ("context_flow", "It divides a by b.\n"),
-    ("if_statement", ""),
-    ("if_scoping", "block only\nmodified\n"),
-    ("if_placeholders", "the user's data\n"),
-    ("while_loop", ""),
-    ("while_placeholders", "step two done\n"),
-    ("control_flow", "step two done\n"),
-    (
-        "sub_agents",
-        "Structured agents are programs that call the model at explicit points.\n",
-    ),
-    (
-        "anot_cafes",
-        "R01: top 5 [0,1,2,3,4], gold 0\nR02: top 5 [0,1,2,3,4], gold 1\nR03: top 5 [0,1,2,3,4], gold 2\n\
-         Hits@1 33%, Hits@5 100% over 3 requests\n",
-    ),
-    ("react", "66\n"),
-    (
-        "chain_of_thought",
-        "- It sells 12 × 8 = 96 croissants.\n- 120 − 96 = 24 are left.\nanswer: 24\n",
-    ),
-    (
-        "got_day_plan",
-        "Start at La Colombe Fishtown, walk to the Philadelphia Museum of Art, and end at Elixr Coffee near Rittenhouse.\n",
-    ),
-    (
-        "aot_calculator",
-        "flowchart LR\n  a1[\"1: add(a=15, b=7)\"]\n  a2[\"2: multiply(a=@1, b=3)\"]\n  \
-         a3[\"3: subtract(a=@2, b=10)\"]\n  a4((\"4: report()\"))\n  a1 --> a2\n  a2 --> a3\n  \
-         a3 --> a4\n\nanswer: 56\n",
-    ),
-];
+/// Every example, by name: each `examples/NAME.sap` beside its expected output
+/// `NAME.out` (the engine fixtures in `codegen-jit` run them on both engines too).
+fn example_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(examples())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sap"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
 
 /// The scripted model for one example: answers by schema name, in order for repeated
 /// questions.
@@ -254,14 +224,16 @@ fn every_example_runs_offline_from_its_transcript() {
     if std::env::var_os("UPDATE_TRANSCRIPTS").is_some() {
         record_transcripts();
     }
-    for (name, expected) in EXPECTED {
+    for name in example_names() {
         let file = examples().join(format!("{name}.sap"));
+        let expected = std::fs::read_to_string(examples().join(format!("{name}.out")))
+            .unwrap_or_else(|_| panic!("examples/{name}.out: every example needs its output"));
         let out = sapc(&["run", file.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            *expected,
+            expected,
             "{name}: {stderr}"
         );
     }
@@ -320,12 +292,12 @@ fn record_transcripts() {
             "usage": { "prompt_tokens": 100, "completion_tokens": 20 },
         }))
     }));
-    for (name, _) in EXPECTED {
+    for name in example_names() {
         let file = examples().join(format!("{name}.sap"));
         let transcript = examples().join(format!("{name}.transcript.jsonl"));
         let _ = std::fs::remove_file(&transcript);
         seen.lock().unwrap().clear();
-        *answers.lock().unwrap() = script(name);
+        *answers.lock().unwrap() = script(&name);
         let out = Command::new(env!("CARGO_BIN_EXE_sapc"))
             .current_dir(examples().join(".."))
             .args([

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn parse_throughput(c: &mut Criterion) {
-    let text = testgen::program(50_000);
+    let text = test_support::program(50_000);
     let lines = text.lines().count();
     let parse = syntax::parse(&text);
     assert!(

@@ -7,6 +7,7 @@
 //!   Run with `UPDATE_SNAPSHOTS=1` to write or refresh them.
 
 use std::path::{Path, PathBuf};
+use test_support::fixtures::{Reported, Severity};
 
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/syntax")
@@ -21,7 +22,21 @@ fn check_file(path: &Path, failures: &mut Vec<String>) {
         .unwrap_or(path)
         .display()
         .to_string();
-    failures.extend(testgen::fixtures::check(&name, &text, &parse.diagnostics));
+    let reported: Vec<Reported> = parse
+        .diagnostics
+        .iter()
+        .map(|d| Reported {
+            offset: d.span.start,
+            severity: if d.is_error() {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+            code: d.code,
+            message: &d.message,
+        })
+        .collect();
+    failures.extend(test_support::fixtures::check(&name, &text, &reported));
 
     let snapshot = path.with_extension("ast");
     let dump = syntax::sexpr::file(&parse.file);
@@ -42,7 +57,7 @@ fn check_file(path: &Path, failures: &mut Vec<String>) {
 
 #[test]
 fn fixtures() {
-    let files = testgen::fixtures::sap_files(&fixtures_dir());
+    let files = test_support::fixtures::sap_files(&fixtures_dir());
     assert!(
         files.len() >= 60,
         "expected the fixture directory to hold at least 60 files"
@@ -61,7 +76,7 @@ fn fixtures() {
 
 #[test]
 fn every_malformed_fixture_reports_an_error() {
-    let files = testgen::fixtures::sap_files(&fixtures_dir().join("errors"));
+    let files = test_support::fixtures::sap_files(&fixtures_dir().join("errors"));
     assert!(
         files.len() >= 40,
         "at least 40 malformed-input cases, found {}",

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use syntax::{MAX_NESTING, Span, parse};
-use testgen::mutate::{FRAGMENTS, apply, edit};
+use test_support::mutate::{FRAGMENTS, apply, edit};
 
 /// Every span a parse reports lies inside the text, on character boundaries.
 fn assert_spans_valid(text: &str) {
@@ -164,7 +164,7 @@ fn three_broken_functions_report_three_errors_and_keep_the_rest() {
 
 #[test]
 fn the_benchmark_program_parses_clean() {
-    let text = testgen::program(2_000);
+    let text = test_support::program(2_000);
     let p = parse(&text);
     assert!(
         p.diagnostics.is_empty(),
@@ -224,7 +224,7 @@ fn chunked_parse_matches_whole_parse_on_the_fixtures() {
     for text in seed_programs() {
         assert_chunked_parse_matches(&text);
     }
-    assert_chunked_parse_matches(&testgen::program(500));
+    assert_chunked_parse_matches(&test_support::program(500));
     assert_chunked_parse_matches(
         "fn a() { let = 1 }\n/// doc\n\nfn b() {}\nfn c( {}\nstruct S { x: i32 }\n",
     );

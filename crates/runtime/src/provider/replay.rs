@@ -109,6 +109,19 @@ impl ReplayProvider {
     }
 }
 
+impl ReplayProvider {
+    /// How many recorded answers no request has taken yet: a run that asked the model
+    /// fewer times than the recording did leaves some.
+    pub fn unanswered(&self) -> usize {
+        self.answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(VecDeque::len)
+            .sum()
+    }
+}
+
 impl Provider for ReplayProvider {
     fn name(&self) -> &str {
         "replay"

@@ -12,7 +12,7 @@ use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Runtime, RuntimeConfig};
 use serde_json::{Value as JsonValue, json};
-use testgen::http::MockServer;
+use test_support::http::MockServer;
 
 pub const API_KEY: &str = "sk-test-0123456789abcdef";
 

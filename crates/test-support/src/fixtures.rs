@@ -6,8 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use syntax::{Diagnostic, LineIndex, Severity};
-
 /// Every `.sap` file under `dir`, sorted.
 pub fn sap_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -28,6 +26,22 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// A diagnostic as the harness compares it (each compiler layer has its own type).
+#[derive(Debug)]
+pub struct Reported<'a> {
+    /// Byte offset of its primary span in the file.
+    pub offset: u32,
+    pub severity: Severity,
+    pub code: &'a str,
+    pub message: &'a str,
 }
 
 #[derive(Debug)]
@@ -74,14 +88,14 @@ pub fn expectations(text: &str) -> Vec<Expectation> {
     out
 }
 
-/// Compares `diagnostics` of `text` with its inline expectations; one string per problem.
-pub fn check(name: &str, text: &str, diagnostics: &[Diagnostic]) -> Vec<String> {
-    let index = LineIndex::new(text);
+/// Compares the diagnostics reported for `text` with its inline expectations; one
+/// string per problem.
+pub fn check(name: &str, text: &str, diagnostics: &[Reported]) -> Vec<String> {
     let mut failures = Vec::new();
-    let mut unmatched: Vec<&Diagnostic> = diagnostics.iter().collect();
+    let mut unmatched: Vec<&Reported> = diagnostics.iter().collect();
     for exp in expectations(text) {
         let found = unmatched.iter().position(|d| {
-            index.line_col(text, d.span.start).line == exp.line
+            line_col(text, d.offset).0 == exp.line
                 && d.severity == exp.severity
                 && exp.code.as_deref().is_none_or(|c| c == d.code)
                 && d.message.contains(&exp.message)
@@ -98,23 +112,35 @@ pub fn check(name: &str, text: &str, diagnostics: &[Diagnostic]) -> Vec<String> 
                 exp.message,
                 diagnostics
                     .iter()
-                    .map(|d| describe(text, &index, d))
+                    .map(|d| describe(text, d))
                     .collect::<Vec<_>>()
             )),
         }
     }
     for d in unmatched {
-        failures.push(format!("{name}: unexpected {}", describe(text, &index, d)));
+        failures.push(format!("{name}: unexpected {}", describe(text, d)));
     }
     failures
 }
 
-fn describe(text: &str, index: &LineIndex, d: &Diagnostic) -> String {
-    let lc = index.line_col(text, d.span.start);
+/// Zero-based line and character column of a byte offset.
+fn line_col(text: &str, offset: u32) -> (u32, u32) {
+    let mut end = (offset as usize).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line = before.matches('\n').count() as u32;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[start..].chars().count() as u32)
+}
+
+fn describe(text: &str, d: &Reported) -> String {
+    let (line, col) = line_col(text, d.offset);
     format!(
         "{}:{}: {:?}[{}]: {}",
-        lc.line + 1,
-        lc.col + 1,
+        line + 1,
+        col + 1,
         d.severity,
         d.code,
         d.message
