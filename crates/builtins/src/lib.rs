@@ -1,8 +1,9 @@
-//! The standard externs (brief §6): the one table of their names, signatures and
-//! documentation. The checker (`hir`) derives its types from it, the IR names a builtin
-//! by its [`Builtin`], and the backend checks an `extern fn` that redeclares a standard
-//! one against it; adding a builtin means adding one line here and its meaning in the
-//! host. Nothing here knows of salsa, the IR or the runtime.
+//! The standard externs (REFERENCE.md, "The standard externs"): the one table of their
+//! names, signatures and documentation. The checker (`hir`) derives its types from it,
+//! the IR names a builtin by its [`Builtin`], and the backend checks an `extern fn`
+//! that redeclares a standard one against it; adding a builtin means adding one line
+//! here and its meaning in the host. Nothing here knows of salsa, the IR or the
+//! runtime.
 
 #![forbid(unsafe_code)]
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use builtins::SigType;
 use lower::ir::{self, Builtin, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
-use runtime::aot::{self, ToolSig};
+use runtime::atom_plan::{self, ToolSig};
 use runtime::schema::ArmDesc;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::value::ToolRef;
@@ -470,11 +470,11 @@ impl Host {
         let offered: Vec<ToolSig> = tools.iter().map(|(s, _)| s.clone()).collect();
         tools.extend(undoers);
         let sigs: Vec<ToolSig> = tools.iter().map(|(s, _)| s.clone()).collect();
-        let plan = aot::check(plan, &offered).map_err(|errors| {
+        let plan = atom_plan::check(plan, &offered).map_err(|errors| {
             let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
             err(format!("the plan is invalid:\n{}", lines.join("\n")))
         })?;
-        let call = |sig: &ToolSig, args: Vec<Value>| -> aot::ToolResult {
+        let call = |sig: &ToolSig, args: Vec<Value>| -> atom_plan::ToolResult {
             let target = tools
                 .iter()
                 .find(|(s, _)| s.name == sig.name)
@@ -492,11 +492,12 @@ impl Host {
                     .to_owned()
             })
         };
-        let options = aot::ExecOptions {
+        let options = atom_plan::ExecOptions {
             retries: u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
             width: self.limits.concurrency,
         };
-        let run = aot::execute(&plan, &sigs, &call, &options).map_err(|f| err(f.to_string()))?;
+        let run =
+            atom_plan::execute(&plan, &sigs, &call, &options).map_err(|f| err(f.to_string()))?;
         Ok(Value::Json(Arc::new(run.answer)))
     }
 
@@ -776,12 +777,12 @@ impl Host {
             (Builtin::AotSchema, [Value::List(list)]) => {
                 let tools = self.tools(list).map_err(err)?;
                 let sigs: Vec<ToolSig> = tools.into_iter().map(|(s, _)| s).collect();
-                Ok(Value::Json(Arc::new(aot::plan_schema(&sigs))))
+                Ok(Value::Json(Arc::new(atom_plan::plan_schema(&sigs))))
             }
             (Builtin::AotCheck, [Value::Json(plan), Value::List(list)]) => {
                 let tools = self.tools(list).map_err(err)?;
                 let sigs: Vec<ToolSig> = tools.into_iter().map(|(s, _)| s).collect();
-                let errors = match aot::check(plan, &sigs) {
+                let errors = match atom_plan::check(plan, &sigs) {
                     Ok(_) => Vec::new(),
                     Err(errors) => errors.iter().map(|e| Value::str(&e.to_string())).collect(),
                 };
@@ -797,14 +798,14 @@ impl Host {
                 ],
             ) => self.run_plan(plan, list, *retries, undo, engine, span),
             (Builtin::AotDot | Builtin::AotMermaid, [Value::Json(plan)]) => {
-                let plan = aot::parse(plan).map_err(|errors| {
+                let plan = atom_plan::parse(plan).map_err(|errors| {
                     let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
                     err(format!("not a plan: {}", lines.join("; ")))
                 })?;
                 Ok(Value::str(&if b == Builtin::AotDot {
-                    aot::to_dot(&plan)
+                    atom_plan::to_dot(&plan)
                 } else {
-                    aot::to_mermaid(&plan)
+                    atom_plan::to_mermaid(&plan)
                 }))
             }
             (Builtin::JsonHas, [Value::Json(j), Value::Str(path)]) => {

@@ -1,6 +1,6 @@
-//! The standard externs, available in every module without a declaration (brief §6),
-//! as the checker sees them: their table lives in the `builtins` crate, and their types
-//! are derived from it here.
+//! The standard externs, available in every module without a declaration (REFERENCE.md,
+//! "The standard externs"), as the checker sees them: their table lives in the
+//! `builtins` crate, and their types are derived from it here.
 
 use builtins::{Form, SigType};
 

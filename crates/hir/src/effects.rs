@@ -1,5 +1,6 @@
-//! Every function classified by what it may do (brief §4 rule 6), transitively over the
-//! call graph: `lower` compiles pure functions entirely to native code.
+//! Every function classified by what it may do (REFERENCE.md, "Context rules", rule 5),
+//! transitively over the call graph: `lower` compiles pure functions entirely to native
+//! code.
 
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
-//! Semantic analysis of sap on salsa: name resolution, types, and the context rules of
-//! the brief §4. Diagnostics are data; nothing here touches the file system or the
-//! terminal.
+//! Semantic analysis of sap on salsa: name resolution, types, and the context rules
+//! (REFERENCE.md, "Context rules"). Diagnostics are data; nothing here touches the file
+//! system or the terminal.
 //!
 //! The layers, each a set of tracked queries:
 //! - [`items`]: files → chunks (parsed once per distinct text) → [`Item`]s;

@@ -1,5 +1,5 @@
 //! Every function is classified pure, extern-calling or contextual, transitively over the
-//! call graph (brief §4 rule 6); `lower` compiles pure functions entirely to native code.
+//! call graph (REFERENCE.md, "Context rules", rule 5); `lower` compiles pure functions entirely to native code.
 
 use hir::{FnKind, ItemKind};
 

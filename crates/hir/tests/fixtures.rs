@@ -86,8 +86,8 @@ fn fixtures() {
     );
 }
 
-/// The programs in `examples/` check without errors (warnings the brief asks for, such
-/// as a loop the model controls, are allowed).
+/// The programs in `examples/` check without errors (warnings the reference describes,
+/// such as a loop the model controls, are allowed).
 #[test]
 fn examples_have_no_errors() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");

@@ -1,4 +1,5 @@
-//! The four kinds of LLM call site (brief §5) as the API compiled code calls:
+//! The four kinds of LLM call site (REFERENCE.md, "Context rules") as the API compiled
+//! code calls:
 //!
 //! | call | asks for | gives |
 //! |---|---|---|

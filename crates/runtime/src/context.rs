@@ -1,4 +1,5 @@
-//! The context: what the model sees, scoped by the call stack (brief §4, §5).
+//! The context: what the model sees, scoped by the call stack (REFERENCE.md, "Context
+//! rules").
 //!
 //! A context is a chain of frames. A call pushes a frame on top of the caller's context
 //! (sharing the caller's frames, not copying them); the callee's injections go into its

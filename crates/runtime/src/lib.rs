@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-pub mod aot;
+pub mod atom_plan;
 pub mod budget;
 pub mod call;
 pub mod context;

@@ -8,7 +8,7 @@ use pest::error::{Error, ErrorVariant, InputLocation};
 
 use crate::Span;
 use crate::diagnostic::Diagnostic;
-use crate::parse::Rule;
+use crate::grammar::Rule;
 use crate::scan::{Event, lex};
 
 /// Where the error is, relative to the parsed slice: the furthest point any rule or

@@ -12,14 +12,10 @@
 extern crate alloc;
 
 pub mod ast;
-mod build;
+mod ast_builder;
 mod diagnostic;
 mod errors;
-
-/// How an error message names the token at a byte offset: "`fn`", "a string", ….
-pub fn describe_token_at(src: &str, at: usize) -> String {
-    errors::found(src, at).0
-}
+mod grammar;
 mod line_index;
 mod parse;
 mod scan;
@@ -29,6 +25,11 @@ pub use diagnostic::{Diagnostic, Label, Severity};
 pub use line_index::{LineCol, LineIndex};
 pub use parse::{MAX_NESTING, Parse, parse};
 pub use scan::{chunk_starts, names_module};
+
+/// How an error message names the token at a byte offset: "`fn`", "a string", ….
+pub fn describe_token_at(src: &str, at: usize) -> String {
+    errors::found(src, at).0
+}
 
 /// A byte range in one source file. Offsets are `u32`: sap files are limited to 4 GiB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -4,13 +4,10 @@
 use pest::Parser;
 
 use crate::ast::SourceFile;
-use crate::build::{Builder, pratt};
+use crate::ast_builder::{Builder, pratt};
 use crate::diagnostic::Diagnostic;
+use crate::grammar::{Rule, SapParser};
 use crate::{Span, errors, scan};
-
-#[derive(pest_derive::Parser)]
-#[grammar = "sap.pest"]
-pub(crate) struct SapParser;
 
 /// How deeply brackets may nest. Deeper input gets a "nesting too deep" error instead of
 /// exhausting the parser's stack.

@@ -1,6 +1,6 @@
 //! Atom of Thought plans: the deterministic half of the `aot` prelude.
 //!
-//! A plan is the JSON the seed shows (`../shared/seeds/aot-agent-explained.md`):
+//! A plan is the JSON of the Atom-of-Thought paper's agent (REFERENCE.md, "The prelude"):
 //!
 //! ```json
 //! {"atoms": [

@@ -10,7 +10,7 @@ use pest::pratt_parser::{Assoc, Op, PrattParser};
 use crate::Span;
 use crate::ast::*;
 use crate::diagnostic::Diagnostic;
-use crate::parse::Rule;
+use crate::grammar::Rule;
 
 /// How deep the expression tree may grow along one path (operators, postfix chains and
 /// nested blocks all count). Bounds every later recursive walk of the tree.

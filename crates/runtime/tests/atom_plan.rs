@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use runtime::Value;
-use runtime::aot::{self, ExecOptions, ToolSig};
+use runtime::atom_plan::{self, ExecOptions, ToolSig};
 use runtime::types::{ParamDesc, TypeDesc};
 use serde_json::{Value as JsonValue, json};
 
@@ -43,7 +43,7 @@ fn calculator() -> Vec<ToolSig> {
     tools
 }
 
-fn calc(tool: &ToolSig, args: Vec<Value>) -> aot::ToolResult {
+fn calc(tool: &ToolSig, args: Vec<Value>) -> atom_plan::ToolResult {
     let (Value::Int(a), Value::Int(b)) = (&args[0], &args[1]) else {
         return Err("expected integers".into());
     };
@@ -72,7 +72,7 @@ fn seed_plan() -> JsonValue {
 }
 
 fn errors(plan: JsonValue) -> Vec<String> {
-    match aot::check(&plan, &calculator()) {
+    match atom_plan::check(&plan, &calculator()) {
         Ok(_) => Vec::new(),
         Err(es) => es.iter().map(ToString::to_string).collect(),
     }
@@ -80,14 +80,15 @@ fn errors(plan: JsonValue) -> Vec<String> {
 
 #[test]
 fn the_seed_plan_is_accepted_and_runs() {
-    let plan = aot::check(&seed_plan(), &calculator()).expect("valid");
+    let plan = atom_plan::check(&seed_plan(), &calculator()).expect("valid");
     assert_eq!(
         plan.atoms[1].depends_on,
         vec![1],
         "inferred from <result_of_1>"
     );
     assert!(!plan.atoms[1].depends_written);
-    let run = aot::execute(&plan, &calculator(), &calc, &ExecOptions::default()).expect("runs");
+    let run =
+        atom_plan::execute(&plan, &calculator(), &calc, &ExecOptions::default()).expect("runs");
     assert_eq!(run.answer, json!(56), "(15 + 7) * 3 - 10");
     let order: Vec<(i64, usize)> = run.atoms.iter().map(|a| (a.id, a.layer)).collect();
     assert_eq!(order, vec![(1, 0), (2, 1), (3, 2)]);
@@ -180,7 +181,7 @@ fn a_self_reference_and_two_finals_are_defects() {
 
 #[test]
 fn execution_stops_at_the_failing_atom_with_its_error() {
-    let plan = aot::check(
+    let plan = atom_plan::check(
         &json!({"atoms": [
             {"id": 1, "kind": "tool", "name": "subtract", "input": {"a": 5, "b": 5}},
             {"id": 2, "kind": "tool", "name": "divide", "input": {"a": 10, "b": "<result_of_1>"}},
@@ -195,7 +196,8 @@ fn execution_stops_at_the_failing_atom_with_its_error() {
         called.lock().unwrap().push(t.name.clone());
         calc(t, args)
     };
-    let failure = aot::execute(&plan, &calculator(), &host, &ExecOptions::default()).unwrap_err();
+    let failure =
+        atom_plan::execute(&plan, &calculator(), &host, &ExecOptions::default()).unwrap_err();
     assert_eq!(failure.atom, 2);
     assert_eq!(
         failure.to_string(),
@@ -210,7 +212,7 @@ fn execution_stops_at_the_failing_atom_with_its_error() {
 
 #[test]
 fn a_failing_atom_is_retried() {
-    let plan = aot::check(&seed_plan(), &calculator()).unwrap();
+    let plan = atom_plan::check(&seed_plan(), &calculator()).unwrap();
     let failures_left = Mutex::new(2);
     let flaky = |t: &ToolSig, args: Vec<Value>| {
         let mut left = failures_left.lock().unwrap();
@@ -224,12 +226,13 @@ fn a_failing_atom_is_retried() {
         retries: 2,
         ..ExecOptions::default()
     };
-    let run = aot::execute(&plan, &calculator(), &flaky, &options).expect("third attempt works");
+    let run =
+        atom_plan::execute(&plan, &calculator(), &flaky, &options).expect("third attempt works");
     assert_eq!(run.answer, json!(56));
     assert_eq!(run.atoms[1].attempts, 3);
 
     *failures_left.lock().unwrap() = 5;
-    let failure = aot::execute(&plan, &calculator(), &flaky, &options).unwrap_err();
+    let failure = atom_plan::execute(&plan, &calculator(), &flaky, &options).unwrap_err();
     assert_eq!((failure.atom, failure.attempts), (2, 3));
 }
 
@@ -241,7 +244,7 @@ fn compensations_run_in_reverse_order() {
             t.compensate = Some("subtract".into());
         }
     }
-    let plan = aot::check(
+    let plan = atom_plan::check(
         &json!({"atoms": [
             {"id": 1, "kind": "tool", "name": "add", "input": {"a": 1, "b": 2}},
             {"id": 2, "kind": "tool", "name": "multiply", "input": {"a": "<result_of_1>", "b": 2}},
@@ -255,7 +258,7 @@ fn compensations_run_in_reverse_order() {
         log.lock().unwrap().push(format!("{}{:?}", t.name, args));
         calc(t, args)
     };
-    let failure = aot::execute(&plan, &tools, &host, &ExecOptions::default()).unwrap_err();
+    let failure = atom_plan::execute(&plan, &tools, &host, &ExecOptions::default()).unwrap_err();
     assert_eq!(failure.compensated, vec![2, 1]);
     assert_eq!(
         *log.lock().unwrap(),
@@ -275,14 +278,14 @@ fn independent_atoms_overlap_in_time() {
         .map(|i| json!({"id": i, "kind": "tool", "name": "add", "input": {"a": i, "b": 0}}))
         .collect();
     atoms.push(json!({"id": 9, "kind": "final", "dependsOn": [1, 2, 3, 4, 5, 6, 7, 8]}));
-    let plan = aot::check(&json!({ "atoms": atoms }), &calculator()).unwrap();
-    assert_eq!(aot::layers(&plan).len(), 2);
+    let plan = atom_plan::check(&json!({ "atoms": atoms }), &calculator()).unwrap();
+    assert_eq!(atom_plan::layers(&plan).len(), 2);
     let slow = |t: &ToolSig, args: Vec<Value>| {
         std::thread::sleep(Duration::from_millis(200));
         calc(t, args)
     };
     let start = Instant::now();
-    let run = aot::execute(&plan, &calculator(), &slow, &ExecOptions::default()).unwrap();
+    let run = atom_plan::execute(&plan, &calculator(), &slow, &ExecOptions::default()).unwrap();
     let parallel = start.elapsed();
     assert_eq!(run.answer, json!([1, 2, 3, 4, 5, 6, 7, 8]));
     // Eight 200 ms atoms one after another take 1.6 s; together, one sleep. The bound
@@ -292,7 +295,7 @@ fn independent_atoms_overlap_in_time() {
 
 #[test]
 fn the_schema_offers_each_tool_with_its_arguments() {
-    let schema = aot::plan_schema(&calculator());
+    let schema = atom_plan::plan_schema(&calculator());
     let variants = &schema["properties"]["atoms"]["items"]["anyOf"];
     assert_eq!(
         variants.as_array().unwrap().len(),
@@ -317,19 +320,25 @@ fn the_schema_offers_each_tool_with_its_arguments() {
 
 #[test]
 fn plans_are_drawn_as_dot_and_mermaid() {
-    let plan = aot::check(&seed_plan(), &calculator()).unwrap();
+    let plan = atom_plan::check(&seed_plan(), &calculator()).unwrap();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
-    test_support::snapshot::assert_snapshot(&dir, "aot_seed_plan.dot", &aot::to_dot(&plan));
-    test_support::snapshot::assert_snapshot(&dir, "aot_seed_plan.mmd", &aot::to_mermaid(&plan));
+    test_support::snapshot::assert_snapshot(&dir, "aot_seed_plan.dot", &atom_plan::to_dot(&plan));
+    test_support::snapshot::assert_snapshot(
+        &dir,
+        "aot_seed_plan.mmd",
+        &atom_plan::to_mermaid(&plan),
+    );
 
     // Quotes in arguments cannot break out of a label.
-    let quoted = aot::check(
+    let quoted = atom_plan::check(
         &json!({"atoms": [{"id": 1, "kind": "tool", "name": "shout", "input": {"text": "say \"hi\"\n"}}]}),
         &calculator(),
     )
     .unwrap();
-    assert!(aot::to_dot(&quoted).contains(r#"label="1: shout(text='say \"hi\"\n')""#));
-    assert!(aot::to_mermaid(&quoted).contains(r#"a1["1: shout(text='say #quot;hi#quot; ')"]"#));
+    assert!(atom_plan::to_dot(&quoted).contains(r#"label="1: shout(text='say \"hi\"\n')""#));
+    assert!(
+        atom_plan::to_mermaid(&quoted).contains(r#"a1["1: shout(text='say #quot;hi#quot; ')"]"#)
+    );
 }
 
 mod random_plans {
@@ -381,17 +390,17 @@ mod random_plans {
         fn any_plan_is_rejected_or_runs(atoms in proptest::collection::vec(atom(), 0..8)) {
             let plan = json!({ "atoms": atoms });
             let tools = calculator();
-            match aot::check(&plan, &tools) {
+            match atom_plan::check(&plan, &tools) {
                 Err(errors) => prop_assert!(!errors.is_empty()),
                 Ok(plan) => {
-                    let _ = aot::to_dot(&plan);
-                    let _ = aot::to_mermaid(&plan);
-                    let layers = aot::layers(&plan);
+                    let _ = atom_plan::to_dot(&plan);
+                    let _ = atom_plan::to_mermaid(&plan);
+                    let layers = atom_plan::layers(&plan);
                     prop_assert_eq!(layers.iter().map(Vec::len).sum::<usize>(), plan.atoms.len());
-                    let text = |t: &ToolSig, args: Vec<Value>| -> aot::ToolResult {
+                    let text = |t: &ToolSig, args: Vec<Value>| -> atom_plan::ToolResult {
                         if t.name == "shout" { Ok(args[0].clone()) } else { calc(t, args) }
                     };
-                    let _ = aot::execute(&plan, &tools, &text, &ExecOptions::default());
+                    let _ = atom_plan::execute(&plan, &tools, &text, &ExecOptions::default());
                 }
             }
         }
