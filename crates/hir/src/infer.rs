@@ -7,19 +7,14 @@ use syntax::Span;
 use syntax::ast::{self, BinaryOp, Expr, ExprKind, Stmt, StmtKind, UnaryOp};
 
 use crate::Db;
+pub use crate::body::Callee;
+use crate::body::{ExprMap, LocalData, LocalId, Resolution};
 use crate::builtins::Builtin;
 use crate::defs::{alias_def, enum_def, fn_signature, struct_def};
 use crate::diagnostics::{self as diag, HirDiagnostic};
 use crate::items::{Item, ItemKind};
 use crate::resolve::{Resolver, TypeDef, ValueDef, closest};
 use crate::ty::{Ty, TypeLowering};
-
-/// What a call resolves to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, salsa::SalsaValue)]
-pub enum Callee<'db> {
-    Item(Item<'db>),
-    Builtin(Builtin),
-}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
 pub struct BodyFacts<'db> {
@@ -43,11 +38,30 @@ pub struct ExprType<'db> {
     pub ty: Ty<'db>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+/// What checking one function body found. Per-expression facts are indexed by the
+/// expression's id, per-local ones by [`LocalId`]; spans are relative to the item.
+#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
 pub struct BodyResult<'db> {
     pub diagnostics: Vec<HirDiagnostic<'db>>,
-    /// The type of every expression, by span relative to the item.
-    pub expr_types: Vec<ExprType<'db>>,
+    /// The type of every expression, with its span (for the IDE).
+    pub expr_types: ExprMap<ExprType<'db>>,
+    /// Every local binding of the body, by id.
+    pub locals: Vec<LocalData<'db>>,
+    /// What each path expression names.
+    pub resolutions: ExprMap<Resolution<'db>>,
+    /// What each call and method call (a `select` arm's included) calls.
+    pub callees: ExprMap<Callee<'db>>,
+    /// The local a `let`, `for`, `parallel for` or `select` arm declares, by the
+    /// expression whose value it binds: the initializer, the iterable, the arm's call.
+    pub declared: ExprMap<LocalId>,
+    /// The local an assignment (`x = e`, `x += e`) writes, by the assigned value `e`.
+    pub assigned: ExprMap<LocalId>,
+    /// For a struct literal with shorthand fields (`Name { x }`), what each names, by
+    /// the field's position in the literal.
+    pub shorthands: ExprMap<Vec<(u32, Resolution<'db>)>>,
+    /// For each `parallel for`, the locals visible at it (a shadowed one left out), in
+    /// the order they were declared: its body is given their values.
+    pub captures: ExprMap<Vec<LocalId>>,
     pub facts: BodyFacts<'db>,
     /// The body can end without a value, so the model produces the result.
     pub is_llm_function: bool,
@@ -63,6 +77,7 @@ pub enum Target<'db> {
     /// A parameter or `let` (or loop, `select` binding) of the same function, declared
     /// at `decl` (relative to the item).
     Local {
+        local: LocalId,
         decl: Span,
     },
     /// A function, extern, struct, enum or alias.
@@ -109,14 +124,7 @@ pub struct CompletionSite<'db> {
 #[salsa::tracked(returns(ref))]
 pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
     let ast::ItemKind::Fn(f) = &item.ast(db).kind else {
-        return BodyResult {
-            diagnostics: Vec::new(),
-            expr_types: Vec::new(),
-            facts: BodyFacts::default(),
-            is_llm_function: false,
-            references: Vec::new(),
-            completion: None,
-        };
+        return BodyResult::default();
     };
     let resolver = Resolver::new(db, item.file(db));
     let sig = fn_signature(db, item);
@@ -137,7 +145,13 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
         pending_ints: Vec::new(),
         pending_lists: Vec::new(),
         pending_nones: Vec::new(),
-        expr_types: Vec::new(),
+        expr_types: ExprMap::default(),
+        resolutions: ExprMap::default(),
+        callees: ExprMap::default(),
+        declared: ExprMap::default(),
+        assigned: ExprMap::default(),
+        shorthands: ExprMap::default(),
+        captures: ExprMap::default(),
         diagnostics: Vec::new(),
         facts: BodyFacts::default(),
         llm_bool_calls: 0,
@@ -203,7 +217,13 @@ struct Checker<'a, 'db> {
     pending_lists: Vec<(Ty<'db>, Span)>,
     /// Each `None`'s value type, which must be known by the end.
     pending_nones: Vec<(Ty<'db>, Span)>,
-    expr_types: Vec<(Span, Ty<'db>)>,
+    expr_types: ExprMap<(Span, Ty<'db>)>,
+    resolutions: ExprMap<Resolution<'db>>,
+    callees: ExprMap<Callee<'db>>,
+    declared: ExprMap<LocalId>,
+    assigned: ExprMap<LocalId>,
+    shorthands: ExprMap<Vec<(u32, Resolution<'db>)>>,
+    captures: ExprMap<Vec<LocalId>>,
     diagnostics: Vec<HirDiagnostic<'db>>,
     facts: BodyFacts<'db>,
     /// Calls to Boolean functions that take a context: conditions the model decides.
@@ -318,7 +338,7 @@ impl<'a, 'db> Checker<'a, 'db> {
 
     // ------------------------------------------------------------ locals
 
-    fn declare(&mut self, name: &str, ty: Ty<'db>, span: Span, kind: LocalKind) {
+    fn declare(&mut self, name: &str, ty: Ty<'db>, span: Span, kind: LocalKind) -> LocalId {
         self.locals.push(Local {
             name: name.to_owned(),
             ty,
@@ -329,6 +349,7 @@ impl<'a, 'db> Checker<'a, 'db> {
         });
         let id = self.locals.len() - 1;
         self.scopes.last_mut().expect("a scope is open").push(id);
+        LocalId(id as u32)
     }
 
     fn lookup_local(&self, name: &str) -> Option<usize> {
@@ -471,7 +492,8 @@ impl<'a, 'db> Checker<'a, 'db> {
                     None => self.infer(init, None),
                 };
                 let diverges = matches!(self.shallow(&ty), Ty::Never);
-                self.declare(&name.name, ty, name.span, LocalKind::Let);
+                let local = self.declare(&name.name, ty, name.span, LocalKind::Let);
+                self.declared.insert(init.id, local);
                 if diverges { Ty::Never } else { Ty::Unit }
             }
             StmtKind::Assign { target, op, value } => {
@@ -484,8 +506,8 @@ impl<'a, 'db> Checker<'a, 'db> {
                     ));
                     return Ty::Unit;
                 };
-                let decl = self.locals[id].span;
-                self.refer(target.span, Target::Local { decl });
+                self.assigned.insert(value.id, LocalId(id as u32));
+                self.refer_local(target.span, id);
                 if self.locals[id].parallel_depth < self.parallel_depth {
                     let declared = self.locals[id].span;
                     self.diagnostics.push(diag::parallel_assign(
@@ -572,7 +594,8 @@ impl<'a, 'db> Checker<'a, 'db> {
                 let elem = self.iterable(iter);
                 self.loops.push(LoopKind::Sequential);
                 self.push_scope();
-                self.declare(&var.name, elem, var.span, LocalKind::Let);
+                let local = self.declare(&var.name, elem, var.span, LocalKind::Let);
+                self.declared.insert(iter.id, local);
                 self.check_block(body, None);
                 self.pop_scope();
                 self.loops.pop();
@@ -608,7 +631,7 @@ impl<'a, 'db> Checker<'a, 'db> {
 
     fn infer(&mut self, e: &Expr, hint: Option<&Ty<'db>>) -> Ty<'db> {
         let t = self.infer_inner(e, hint);
-        self.expr_types.push((e.span, t.clone()));
+        self.expr_types.insert(e.id, (e.span, t.clone()));
         t
     }
 
@@ -641,7 +664,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                 }
                 Ty::List(Box::new(elem))
             }
-            ExprKind::StructLit { path, fields } => self.struct_literal(e.span, path, fields),
+            ExprKind::StructLit { path, fields } => self.struct_literal(e, path, fields),
             ExprKind::Path(path) if self.names_none(path) => {
                 // `None` of the option type the context asks for.
                 let inner = match hint.map(|h| self.shallow(h)) {
@@ -649,18 +672,26 @@ impl<'a, 'db> Checker<'a, 'db> {
                     _ => self.fresh(false),
                 };
                 self.pending_nones.push((inner.clone(), e.span));
+                self.resolutions
+                    .insert(e.id, Resolution::Builtin(Builtin::None));
                 self.refer(path.span, Target::Builtin(Builtin::None));
                 self.facts.add_call(Callee::Builtin(Builtin::None));
                 Ty::Option(Box::new(inner))
             }
-            ExprKind::Path(path) => self.path_value(path),
+            ExprKind::Path(path) => {
+                let Some((t, resolution)) = self.path_value(path) else {
+                    return Ty::Error;
+                };
+                self.resolutions.insert(e.id, resolution);
+                t
+            }
             ExprKind::Placeholder => Ty::Error,
-            ExprKind::Call { callee, args } => self.call(e.span, callee, None, args),
+            ExprKind::Call { callee, args } => self.call(e, callee, args, false),
             ExprKind::MethodCall {
                 receiver,
                 method,
                 args,
-            } => self.method_call(e.span, receiver, method, args),
+            } => self.method_call(e, receiver, method, args),
             ExprKind::Field { base, name } => {
                 let base_ty = self.infer(base, None);
                 if name.name == COMPLETION_MARKER {
@@ -728,7 +759,8 @@ impl<'a, 'db> Checker<'a, 'db> {
             } => {
                 if let ExprKind::Int(n) = operand.kind {
                     let t = self.int_literal(n, true, operand.span, hint);
-                    self.expr_types.push((operand.span, t.clone()));
+                    self.expr_types
+                        .insert(operand.id, (operand.span, t.clone()));
                     return t;
                 }
                 let t = self.infer(operand, hint);
@@ -797,10 +829,13 @@ impl<'a, 'db> Checker<'a, 'db> {
             ExprKind::Select { arms } => self.select(e.span, arms, hint),
             ExprKind::ParallelFor { var, iter, body } => {
                 let elem = self.iterable(iter);
+                let captures = self.visible_local_ids();
+                self.captures.insert(e.id, captures);
                 self.loops.push(LoopKind::Parallel);
                 self.parallel_depth += 1;
                 self.push_scope();
-                self.declare(&var.name, elem, var.span, LocalKind::Let);
+                let local = self.declare(&var.name, elem, var.span, LocalKind::Let);
+                self.declared.insert(iter.id, local);
                 let hint_elem = match hint.map(|h| self.shallow(h)) {
                     Some(Ty::List(elem)) => Some(*elem),
                     _ => None,
@@ -985,25 +1020,29 @@ impl<'a, 'db> Checker<'a, 'db> {
             && self.resolver.lookup_value("None").is_none()
     }
 
-    fn path_value(&mut self, path: &ast::Path) -> Ty<'db> {
+    /// The type of the value `path` names and what it names; `None` (reported here) when
+    /// it names nothing.
+    fn path_value(&mut self, path: &ast::Path) -> Option<(Ty<'db>, Resolution<'db>)> {
         let db = self.db;
         if let [one] = path.segments.as_slice() {
             if one.name == COMPLETION_MARKER {
                 self.completion_here(None);
-                return Ty::Error;
+                return None;
             }
             if let Some(id) = self.lookup_local(&one.name) {
                 self.locals[id].used = true;
-                let decl = self.locals[id].span;
-                self.refer(one.span, Target::Local { decl });
-                return self.locals[id].ty.clone();
+                self.refer_local(one.span, id);
+                return Some((
+                    self.locals[id].ty.clone(),
+                    Resolution::Local(LocalId(id as u32)),
+                ));
             }
             match self.resolver.lookup_value(&one.name) {
                 Some(def) => {
                     self.refer(one.span, Self::value_target(def));
-                    return Ty::Tool;
+                    return Some((Ty::Tool, Self::value_resolution(def)));
                 }
-                None if self.resolver.is_broken(&one.name) => return Ty::Error,
+                None if self.resolver.is_broken(&one.name) => return None,
                 None => {
                     if self.resolver.lookup_type_path(path).is_some() || is_builtin_type(&one.name)
                     {
@@ -1013,13 +1052,13 @@ impl<'a, 'db> Checker<'a, 'db> {
                             &format!("the type `{}`", one.name),
                         );
                         self.diagnostics.push(d);
-                        return Ty::Error;
+                        return None;
                     }
                     let locals: Vec<&str> = self.visible_locals();
                     let similar = self.resolver.similar_value_names(&one.name, &locals);
                     let d = diag::unresolved_name(self.item, one.span, &one.name, similar);
                     self.diagnostics.push(d);
-                    return Ty::Error;
+                    return None;
                 }
             }
         }
@@ -1041,13 +1080,17 @@ impl<'a, 'db> Checker<'a, 'db> {
                 if let Some(enum_item) = enum_item {
                     self.refer(first.span, Target::Item(item));
                     let def = enum_def(db, enum_item);
-                    if def.variants.iter().any(|(v, _)| *v == second.name) {
+                    if let Some(index) = def.variants.iter().position(|(v, _)| *v == second.name) {
                         let target = Target::Variant {
                             owner: enum_item,
                             name: second.name.clone(),
                         };
                         self.refer(second.span, target);
-                        return Ty::Enum(enum_item);
+                        let resolution = Resolution::Variant {
+                            owner: enum_item,
+                            index: index as u32,
+                        };
+                        return Some((Ty::Enum(enum_item), resolution));
                     }
                     let similar =
                         closest(&second.name, def.variants.iter().map(|(v, _)| v.as_str()));
@@ -1059,7 +1102,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                         similar,
                     );
                     self.diagnostics.push(d);
-                    return Ty::Error;
+                    return None;
                 }
             }
             if first.name == "Context" {
@@ -1067,21 +1110,32 @@ impl<'a, 'db> Checker<'a, 'db> {
                     diag::not_a_value(self.item, path.span, &format!("`Context::{}`", second.name))
                         .with_help("create a context with `Context::new()`");
                 self.diagnostics.push(d);
-                return Ty::Error;
+                return None;
             }
             if self.resolver.is_module(&first.name) {
                 if let Some(def) = self.resolver.lookup_value_path(path) {
                     self.refer(second.span, Self::value_target(def));
-                    return Ty::Tool;
+                    return Some((Ty::Tool, Self::value_resolution(def)));
                 }
                 let d = diag::unresolved_name(self.item, second.span, &path.text(), None);
                 self.diagnostics.push(d);
-                return Ty::Error;
+                return None;
             }
         }
         let d = diag::unresolved_name(self.item, path.span, &path.text(), None);
         self.diagnostics.push(d);
-        Ty::Error
+        None
+    }
+
+    /// The locals a name could reach here: every one in scope but a shadowed one, in the
+    /// order they were declared.
+    fn visible_local_ids(&self) -> Vec<LocalId> {
+        let mut visible: Vec<usize> = Vec::new();
+        for &id in self.scopes.iter().flatten() {
+            visible.retain(|&v| self.locals[v].name != self.locals[id].name);
+            visible.push(id);
+        }
+        visible.into_iter().map(|id| LocalId(id as u32)).collect()
     }
 
     fn visible_locals(&self) -> Vec<&str> {
@@ -1092,13 +1146,9 @@ impl<'a, 'db> Checker<'a, 'db> {
             .collect()
     }
 
-    fn struct_literal(
-        &mut self,
-        span: Span,
-        path: &ast::Path,
-        fields: &[ast::FieldInit],
-    ) -> Ty<'db> {
+    fn struct_literal(&mut self, e: &Expr, path: &ast::Path, fields: &[ast::FieldInit]) -> Ty<'db> {
         let db = self.db;
+        let span = e.span;
         let item = match self.resolver.lookup_type_path(path) {
             Some(TypeDef::Item(item)) => match item.kind(db) {
                 ItemKind::Struct => Some(item),
@@ -1138,7 +1188,8 @@ impl<'a, 'db> Checker<'a, 'db> {
         let def = struct_def(db, item);
         self.refer(path.last().span, Target::Item(item));
         let mut seen: Vec<&str> = Vec::new();
-        for f in fields {
+        let mut shorthands = Vec::new();
+        for (index, f) in fields.iter().enumerate() {
             let field = def.fields.iter().find(|d| d.name == f.name.name);
             if field.is_some() {
                 let target = Target::Field {
@@ -1158,7 +1209,14 @@ impl<'a, 'db> Checker<'a, 'db> {
                         segments: vec![f.name.clone()],
                         span: f.name.span,
                     };
-                    (self.path_value(&path), f.name.span)
+                    let t = match self.path_value(&path) {
+                        Some((t, resolution)) => {
+                            shorthands.push((index as u32, resolution));
+                            t
+                        }
+                        None => Ty::Error,
+                    };
+                    (t, f.name.span)
                 }
             };
             match expected {
@@ -1185,6 +1243,9 @@ impl<'a, 'db> Checker<'a, 'db> {
                 self.diagnostics.push(d);
             }
             seen.push(&f.name.name);
+        }
+        if !shorthands.is_empty() {
+            self.shorthands.insert(e.id, shorthands);
         }
         let missing: Vec<String> = def
             .fields
@@ -1216,7 +1277,7 @@ impl<'a, 'db> Checker<'a, 'db> {
 
     fn method_call(
         &mut self,
-        span: Span,
+        call: &Expr,
         receiver: &Expr,
         method: &ast::Ident,
         args: &[Expr],
@@ -1235,27 +1296,12 @@ impl<'a, 'db> Checker<'a, 'db> {
         let mut all_args: Vec<&Expr> = vec![receiver];
         all_args.extend(args);
         self.refer(method.span, Self::value_target(def));
-        self.call_resolved(span, def, &method.name, &all_args, false)
+        self.call_resolved(call, def, &method.name, &all_args, false)
     }
 
-    fn call(
-        &mut self,
-        span: Span,
-        callee: &Expr,
-        receiver: Option<&Expr>,
-        args: &[Expr],
-    ) -> Ty<'db> {
-        self.call_in(span, callee, receiver, args, false)
-    }
-
-    fn call_in(
-        &mut self,
-        span: Span,
-        callee: &Expr,
-        receiver: Option<&Expr>,
-        args: &[Expr],
-        in_select: bool,
-    ) -> Ty<'db> {
+    /// `callee(args)`; `in_select` when it is a `select` arm's call.
+    fn call(&mut self, call: &Expr, callee: &Expr, args: &[Expr], in_select: bool) -> Ty<'db> {
+        let span = call.span;
         let ExprKind::Path(path) = &callee.kind else {
             self.infer(callee, None);
             for a in args {
@@ -1316,22 +1362,27 @@ impl<'a, 'db> Checker<'a, 'db> {
             }
             return Ty::Error;
         };
-        let mut all_args: Vec<&Expr> = receiver.into_iter().collect();
-        all_args.extend(args);
+        let all_args: Vec<&Expr> = args.iter().collect();
         self.refer(path.last().span, Self::value_target(def));
-        self.call_resolved(span, def, &text, &all_args, in_select)
+        self.call_resolved(call, def, &text, &all_args, in_select)
     }
 
     /// Checks the arguments of a call to a resolved function against its signature.
     fn call_resolved(
         &mut self,
-        span: Span,
+        call: &Expr,
         def: ValueDef<'db>,
         name: &str,
         args: &[&Expr],
         in_select: bool,
     ) -> Ty<'db> {
         let db = self.db;
+        let span = call.span;
+        let callee = match def {
+            ValueDef::Item(item) => Callee::Item(item),
+            ValueDef::Builtin(b) => Callee::Builtin(b),
+        };
+        self.callees.insert(call.id, callee);
         let (params, ret, callee_takes_context): (Vec<(String, Ty<'db>)>, Ty<'db>, bool) = match def
         {
             ValueDef::Item(item) => {
@@ -1379,8 +1430,8 @@ impl<'a, 'db> Checker<'a, 'db> {
                     self.diagnostics
                         .push(diag::context_placeholder(self.item, arg.span, pname));
                 }
-                self.expr_types
-                    .push((arg.span, param.map_or(Ty::Error, |p| p.1.clone())));
+                let ty = param.map_or(Ty::Error, |p| p.1.clone());
+                self.expr_types.insert(arg.id, (arg.span, ty));
                 continue;
             }
             let expected = param.map(|p| p.1.clone());
@@ -1443,9 +1494,7 @@ impl<'a, 'db> Checker<'a, 'db> {
         let mut result: Option<(Ty<'db>, Span)> = None;
         for arm in arms {
             let call_ty = match &arm.call.kind {
-                ExprKind::Call { callee, args } => {
-                    self.call_in(arm.call.span, callee, None, args, true)
-                }
+                ExprKind::Call { callee, args } => self.call(&arm.call, callee, args, true),
                 ExprKind::MethodCall {
                     receiver,
                     method,
@@ -1455,7 +1504,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                         self.refer(method.span, Self::value_target(def));
                         let mut all: Vec<&Expr> = vec![receiver];
                         all.extend(args);
-                        self.call_resolved(arm.call.span, def, &method.name, &all, true)
+                        self.call_resolved(&arm.call, def, &method.name, &all, true)
                     }
                     None => {
                         self.diagnostics.push(diag::no_method(
@@ -1468,10 +1517,12 @@ impl<'a, 'db> Checker<'a, 'db> {
                 },
                 _ => Ty::Error,
             };
-            self.expr_types.push((arm.call.span, call_ty.clone()));
+            self.expr_types
+                .insert(arm.call.id, (arm.call.span, call_ty.clone()));
             self.push_scope();
             if let Some(binding) = &arm.binding {
-                self.declare(&binding.name, call_ty, binding.span, LocalKind::Let);
+                let local = self.declare(&binding.name, call_ty, binding.span, LocalKind::Let);
+                self.declared.insert(arm.call.id, local);
             }
             let expected = hint
                 .cloned()
@@ -1512,6 +1563,21 @@ impl<'a, 'db> Checker<'a, 'db> {
 
     fn refer(&mut self, span: Span, target: Target<'db>) {
         self.references.push(Reference { span, target });
+    }
+
+    fn refer_local(&mut self, span: Span, id: usize) {
+        let target = Target::Local {
+            local: LocalId(id as u32),
+            decl: self.locals[id].span,
+        };
+        self.refer(span, target);
+    }
+
+    fn value_resolution(def: ValueDef<'db>) -> Resolution<'db> {
+        match def {
+            ValueDef::Item(item) => Resolution::Item(item),
+            ValueDef::Builtin(b) => Resolution::Builtin(b),
+        }
     }
 
     fn value_target(def: ValueDef<'db>) -> Target<'db> {
@@ -1572,18 +1638,17 @@ impl<'a, 'db> Checker<'a, 'db> {
                 self.diagnostics.push(d);
             }
         }
-        let expr_types = std::mem::take(&mut self.expr_types)
-            .into_iter()
-            .map(|(span, t)| {
-                let t = self.resolve(&t);
-                ExprType {
-                    span,
-                    ty: if matches!(t, Ty::Var(_)) {
-                        Ty::Error
-                    } else {
-                        t
-                    },
-                }
+        let expr_types = std::mem::take(&mut self.expr_types).map(|(span, t)| ExprType {
+            span,
+            ty: self.resolve_final(&t),
+        });
+        let locals = self
+            .locals
+            .iter()
+            .map(|l| LocalData {
+                name: l.name.clone(),
+                ty: self.resolve_final(&l.ty),
+                decl: l.span,
             })
             .collect();
         let completion = self.completion.take().map(|c| CompletionSite {
@@ -1602,6 +1667,13 @@ impl<'a, 'db> Checker<'a, 'db> {
         BodyResult {
             diagnostics,
             expr_types,
+            locals,
+            resolutions: self.resolutions,
+            callees: self.callees,
+            declared: self.declared,
+            assigned: self.assigned,
+            shorthands: self.shorthands,
+            captures: self.captures,
             facts: self.facts,
             is_llm_function,
             references: self.references,
@@ -1661,6 +1733,7 @@ fn injected_literal(stmt: &Stmt) -> Option<(&str, Span)> {
         StmtKind::Expr(Expr {
             kind: ExprKind::Inject(inner),
             span,
+            ..
         }) => match &inner.kind {
             ExprKind::Str(s) => Some((s.as_str(), *span)),
             _ => None,

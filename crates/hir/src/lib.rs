@@ -9,6 +9,7 @@
 //! - [`effects`]: every function classified pure, extern-calling or contextual;
 //! - [`check_file`]: all diagnostics of one file, with file offsets.
 
+pub mod body;
 pub mod builtins;
 mod db;
 pub mod defs;

@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
+use hir::body::{Callee, Resolution};
 use hir::defs::{enum_def, fn_signature, struct_def};
-use hir::infer::{Target, check_body};
+use hir::infer::{BodyResult, check_body};
 use hir::{Database, Db, Item, ItemKind, Ty};
 use syntax::Span;
 use syntax::ast::{self, BinaryOp, Expr, ExprKind, Stmt, StmtKind, UnaryOp};
@@ -227,11 +228,12 @@ struct FnLower<'a, 'db> {
     item: Item<'db>,
     file: u32,
     base: u32,
-    types: HashMap<(u32, u32), Ty<'db>>,
-    refs: HashMap<(u32, u32), Target<'db>>,
+    /// What hir found in the body: types, resolutions and locals by id.
+    body: &'db BodyResult<'db>,
+    /// The variable of each hir local lowered so far.
+    locals: HashMap<hir::body::LocalId, LocalId>,
     f: Function,
     block: BlockId,
-    scopes: Vec<Vec<(String, LocalId)>>,
     loops: Vec<LoopTarget>,
 }
 
@@ -275,9 +277,10 @@ impl<'a, 'db> FnLower<'a, 'db> {
             span,
         };
         let mut lx = FnLower::new(m, item, file, function);
-        for p in &params {
+        // Parameters are the first locals, in order, in hir and here.
+        for (i, p) in params.iter().enumerate() {
             let local = lx.new_local(&p.name, p.ty.clone());
-            lx.bind(&p.name, local);
+            lx.locals.insert(hir::body::LocalId(i as u32), local);
         }
         if let Some(i) = sig.context_param {
             let local = i as LocalId;
@@ -293,27 +296,15 @@ impl<'a, 'db> FnLower<'a, 'db> {
 
     fn new(m: &'a mut ModuleLower<'db>, item: Item<'db>, file: u32, f: Function) -> Self {
         let db = m.db;
-        let body = check_body(db, item);
-        let types = body
-            .expr_types
-            .iter()
-            .map(|e| ((e.span.start, e.span.end), e.ty.clone()))
-            .collect();
-        let refs = body
-            .references
-            .iter()
-            .map(|r| ((r.span.start, r.span.end), r.target.clone()))
-            .collect();
         FnLower {
             base: item.offset(db),
+            body: check_body(db, item),
             m,
             item,
             file,
-            types,
-            refs,
+            locals: HashMap::new(),
             f,
             block: 0,
-            scopes: vec![Vec::new()],
             loops: Vec::new(),
         }
     }
@@ -336,20 +327,26 @@ impl<'a, 'db> FnLower<'a, 'db> {
         self.f.locals.len() as LocalId - 1
     }
 
-    fn bind(&mut self, name: &str, local: LocalId) {
-        self.scopes
-            .last_mut()
-            .expect("a scope is open")
-            .push((name.to_owned(), local));
+    /// The variable of a hir local; hir declared it before any use.
+    fn local(&self, local: hir::body::LocalId) -> LocalId {
+        *self
+            .locals
+            .get(&local)
+            .unwrap_or_else(|| panic!("internal error: local {local:?} used before it is lowered"))
     }
 
-    fn lookup(&self, name: &str) -> Option<LocalId> {
-        self.scopes
-            .iter()
-            .rev()
-            .flat_map(|s| s.iter().rev())
-            .find(|(n, _)| n == name)
-            .map(|(_, l)| *l)
+    /// A new variable for the local that the expression `by` gives its value (see
+    /// [`BodyResult::declared`]).
+    fn declare(&mut self, by: &Expr, name: &str, ty: Type) -> LocalId {
+        let local = self.new_local(name, ty);
+        let declared = *self.body.declared.get(by.id).unwrap_or_else(|| {
+            panic!(
+                "internal error: hir declared no local for `{name}` at {:?}",
+                by.span
+            )
+        });
+        self.locals.insert(declared, local);
+        local
     }
 
     fn new_block(&mut self) -> BlockId {
@@ -395,10 +392,16 @@ impl<'a, 'db> FnLower<'a, 'db> {
         self.emit(Op::Const(Const::Unit), Type::Unit, None)
     }
 
+    /// The type hir inferred for `e`. Lowering takes only programs that check, in which
+    /// every expression has one: a missing type is a bug, not a guess.
     fn type_of(&mut self, e: &Expr) -> Type {
-        match self.types.get(&(e.span.start, e.span.end)).cloned() {
-            Some(t) => self.m.ty(&t),
-            None => Type::Unit,
+        let body = self.body;
+        match body.expr_types.get(e.id) {
+            Some(t) => self.m.ty(&t.ty),
+            None => panic!(
+                "internal error: hir gave no type to the expression at {:?} in `{}`",
+                e.span, self.f.name
+            ),
         }
     }
 
@@ -472,10 +475,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
 
     /// Lowers a block in its own scope; its value (the tail expression's, else unit).
     fn lower_block(&mut self, block: &ast::Block) -> ValueId {
-        self.scopes.push(Vec::new());
-        let v = self.lower_block_stmts(block);
-        self.scopes.pop();
-        v
+        self.lower_block_stmts(block)
     }
 
     fn lower_block_stmts(&mut self, block: &ast::Block) -> ValueId {
@@ -505,17 +505,20 @@ impl<'a, 'db> FnLower<'a, 'db> {
             StmtKind::Let { name, init, .. } => {
                 let ty = self.type_of(init);
                 let v = self.expr(init);
-                let local = self.new_local(&name.name, ty);
+                let local = self.declare(init, &name.name, ty);
                 self.emit_void(Op::Store(local, v), None);
-                self.bind(&name.name, local);
             }
             StmtKind::Assign { target, op, value } => {
-                let local = self
-                    .lookup(&target.name)
-                    .expect("hir resolved the assignment");
+                let assigned = *self.body.assigned.get(value.id).unwrap_or_else(|| {
+                    panic!(
+                        "internal error: hir did not resolve the assignment to `{}`",
+                        target.name
+                    )
+                });
+                let local = self.local(assigned);
                 let ty = self.f.locals[local as usize].ty.clone();
                 if *op == ast::AssignOp::Assign
-                    && let Some(update) = self.update_of(&target.name, value)
+                    && let Some(update) = self.update_of(assigned, value)
                 {
                     // `xs = push(xs, x)` / `xs = set(xs, i, x)`: in place when nothing
                     // else holds the list.
@@ -623,7 +626,6 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.terminate(Terminator::Branch(more, body_block, exit));
                 self.switch_to(body_block);
                 let saved = self.enter_iteration();
-                self.scopes.push(Vec::new());
                 let l = self.emit(Op::Load(list), list_ty, None);
                 let i = self.emit(Op::Load(index), Type::I64, None);
                 let element = self.emit(
@@ -631,9 +633,8 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     elem_ty.clone(),
                     Some(self.src(iter.span)),
                 );
-                let var_local = self.new_local(&var.name, elem_ty);
+                let var_local = self.declare(iter, &var.name, elem_ty);
                 self.emit_void(Op::Store(var_local, element), None);
-                self.bind(&var.name, var_local);
                 self.loops.push(LoopTarget {
                     continue_to: step,
                     continue_iterates: false,
@@ -642,7 +643,6 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 });
                 self.lower_block(body);
                 self.loops.pop();
-                self.scopes.pop();
                 self.restore_context(saved);
                 self.terminate(Terminator::Jump(step));
                 self.switch_to(step);
@@ -660,24 +660,18 @@ impl<'a, 'db> FnLower<'a, 'db> {
         }
     }
 
-    /// When `value` is `push(name, x)` or `set(name, i, x)` of the standard externs.
-    fn update_of<'e>(&self, name: &str, value: &'e Expr) -> Option<Update<'e>> {
-        let ExprKind::Call { callee, args } = &value.kind else {
+    /// When `value` is `push(xs, x)` or `set(xs, i, x)` of the standard externs, with
+    /// `xs` the local `target`.
+    fn update_of<'e>(&self, target: hir::body::LocalId, value: &'e Expr) -> Option<Update<'e>> {
+        let ExprKind::Call { args, .. } = &value.kind else {
             return None;
         };
-        let ExprKind::Path(p) = &callee.kind else {
-            return None;
-        };
-        if !matches!(&args.first()?.kind, ExprKind::Path(a) if a.segments.len() == 1 && a.segments[0].name == name)
-        {
+        if self.body.resolutions.get(args.first()?.id) != Some(&Resolution::Local(target)) {
             return None;
         }
-        match (
-            self.refs.get(&(p.last().span.start, p.last().span.end)),
-            args.as_slice(),
-        ) {
-            (Some(Target::Builtin(hir::Builtin::Push)), [_, x]) => Some(Update::Push(x)),
-            (Some(Target::Builtin(hir::Builtin::Set)), [_, i, x]) => Some(Update::Set(i, x)),
+        match (self.body.callees.get(value.id), args.as_slice()) {
+            (Some(Callee::Builtin(hir::Builtin::Push)), [_, x]) => Some(Update::Push(x)),
+            (Some(Callee::Builtin(hir::Builtin::Set)), [_, i, x]) => Some(Update::Set(i, x)),
             _ => None,
         }
     }
@@ -730,15 +724,24 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 };
                 // Fields in declaration order, each evaluated where written.
                 let mut values: Vec<Option<ValueId>> = vec![None; defs.len()];
-                for f in fields {
+                let body = self.body;
+                for (index, f) in fields.iter().enumerate() {
                     let v = match &f.value {
                         Some(v) => self.expr(v),
                         None => {
-                            let local = self
-                                .lookup(&f.name.name)
-                                .expect("hir resolved the shorthand");
-                            let t = self.f.locals[local as usize].ty.clone();
-                            self.emit(Op::Load(local), t, None)
+                            let resolution = body
+                                .shorthands
+                                .get(e.id)
+                                .and_then(|s| s.iter().find(|(i, _)| *i as usize == index))
+                                .map(|(_, r)| r)
+                                .unwrap_or_else(|| {
+                                    panic!("internal error: hir did not resolve `{}`", f.name.name)
+                                });
+                            let field_ty = defs
+                                .iter()
+                                .find(|d| d.name == f.name.name)
+                                .map_or(Type::Unit, |d| d.ty.clone());
+                            self.resolved_value(resolution, &f.name.name, field_ty)
                         }
                     };
                     if let Some(i) = defs.iter().position(|d| d.name == f.name.name) {
@@ -748,21 +751,31 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let values = values.into_iter().map(|v| v.unwrap_or(0)).collect();
                 self.emit(Op::Struct(id, values), ty, None)
             }
-            ExprKind::Path(path) => self.path(path, ty),
-            ExprKind::Call { callee, args } => self.call(e, callee, None, args, ty),
+            ExprKind::Path(path) => {
+                let body = self.body;
+                let resolution = body.resolutions.get(e.id).unwrap_or_else(|| {
+                    panic!("internal error: hir did not resolve `{}`", path.text())
+                });
+                self.resolved_value(resolution, &path.last().name, ty)
+            }
+            ExprKind::Call { callee, args } => {
+                let ExprKind::Path(path) = &callee.kind else {
+                    unreachable!("hir rejects a call of anything but a name")
+                };
+                let name = path.text();
+                if name == "Context::new" {
+                    return self.emit(Op::ContextNew, Type::Context, None);
+                }
+                self.call(e, &name, args.iter().collect(), ty)
+            }
             ExprKind::MethodCall {
                 receiver,
                 method,
                 args,
             } => {
-                let callee = Expr {
-                    kind: ExprKind::Path(ast::Path {
-                        segments: vec![method.clone()],
-                        span: method.span,
-                    }),
-                    span: method.span,
-                };
-                self.call(e, &callee, Some(receiver), args, ty)
+                let mut all: Vec<&Expr> = vec![receiver];
+                all.extend(args);
+                self.call(e, &method.name, all, ty)
             }
             ExprKind::Field { base, name } => {
                 let b = self.expr(base);
@@ -885,7 +898,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
             } => self.lower_if(branches, else_block.as_ref(), ty),
             ExprKind::Select { arms } => self.lower_select(e, arms, ty),
             ExprKind::ParallelFor { var, iter, body } => {
-                self.lower_parallel_for(var, iter, body, ty)
+                self.lower_parallel_for(e, var, iter, body, ty)
             }
         }
     }
@@ -905,38 +918,28 @@ impl<'a, 'db> FnLower<'a, 'db> {
         }
     }
 
-    fn path(&mut self, path: &ast::Path, ty: Type) -> ValueId {
-        let last = path.last();
-        match self.refs.get(&(last.span.start, last.span.end)).cloned() {
-            Some(Target::Local { .. }) | None if path.segments.len() == 1 => {
-                match self.lookup(&last.name) {
-                    Some(local) => {
-                        let t = self.f.locals[local as usize].ty.clone();
-                        self.emit(Op::Load(local), t, None)
-                    }
-                    None => self.unit(),
-                }
+    /// The value a name stands for, as hir resolved it; `name` is its last segment.
+    fn resolved_value(&mut self, resolution: &Resolution<'db>, name: &str, ty: Type) -> ValueId {
+        match resolution {
+            Resolution::Local(local) => {
+                let local = self.local(*local);
+                let t = self.f.locals[local as usize].ty.clone();
+                self.emit(Op::Load(local), t, None)
             }
-            Some(Target::Builtin(Builtin::None)) => {
+            Resolution::Builtin(Builtin::None) => {
                 self.emit(Op::CallBuiltin(Builtin::None, Vec::new()), ty, None)
             }
-            Some(Target::Variant { owner, name }) => {
-                let id = self.m.type_id(owner);
-                let index = match &self.m.module.types[id as usize] {
-                    TypeDef::Enum { variants, .. } => {
-                        variants.iter().position(|(v, _)| *v == name).unwrap_or(0) as u32
-                    }
-                    TypeDef::Struct { .. } => 0,
-                };
-                self.emit(Op::Const(Const::Variant(id, index)), ty, None)
+            Resolution::Variant { owner, index } => {
+                let id = self.m.type_id(*owner);
+                self.emit(Op::Const(Const::Variant(id, *index)), ty, None)
             }
-            target => {
-                let function = match target {
-                    Some(Target::Item(item)) => self.m.funcs.get(&item).copied(),
+            Resolution::Item(_) | Resolution::Builtin(_) => {
+                let function = match resolution {
+                    Resolution::Item(item) => self.m.funcs.get(item).copied(),
                     _ => None,
                 };
                 let tool = Const::Tool {
-                    name: last.name.clone(),
+                    name: name.to_owned(),
                     function,
                 };
                 self.emit(Op::Const(tool), Type::Tool, None)
@@ -944,28 +947,20 @@ impl<'a, 'db> FnLower<'a, 'db> {
         }
     }
 
-    /// A call, with its `_` arguments filled by the model in one request, or by `fill`
-    /// when the call is a `select` arm.
-    fn call(
-        &mut self,
-        e: &Expr,
-        callee: &Expr,
-        receiver: Option<&Expr>,
-        args: &[Expr],
-        ty: Type,
-    ) -> ValueId {
-        let ExprKind::Path(path) = &callee.kind else {
-            return self.unit();
-        };
-        if path.text() == "Context::new" {
-            return self.emit(Op::ContextNew, Type::Context, None);
-        }
-        let target = self
-            .refs
-            .get(&(path.last().span.start, path.last().span.end))
-            .cloned();
-        let mut all: Vec<&Expr> = receiver.into_iter().collect();
-        all.extend(args);
+    /// What hir resolved the call `e` to.
+    fn callee(&self, e: &Expr) -> Callee<'db> {
+        *self.body.callees.get(e.id).unwrap_or_else(|| {
+            panic!(
+                "internal error: hir did not resolve the call at {:?}",
+                e.span
+            )
+        })
+    }
+
+    /// A call of `name` (as written) with every argument, the receiver first; its `_`
+    /// arguments are filled by the model in one request.
+    fn call(&mut self, e: &Expr, name: &str, all: Vec<&Expr>, ty: Type) -> ValueId {
+        let callee = self.callee(e);
         let placeholders: Vec<usize> = all
             .iter()
             .enumerate()
@@ -975,17 +970,16 @@ impl<'a, 'db> FnLower<'a, 'db> {
         let filled = if placeholders.is_empty() {
             None
         } else {
-            let (params, doc) = self.callee_params(&target);
+            let (params, doc) = self.callee_params(callee);
             let wanted: Vec<Param> = placeholders
                 .iter()
                 .filter_map(|&i| params.get(i).cloned())
                 .collect();
-            let callee_name = path.text();
             let site = self.site(
-                &callee_name,
+                name,
                 None,
                 SiteKind::Fill {
-                    callee: callee_name.clone(),
+                    callee: name.to_owned(),
                     callee_doc: doc,
                     params: wanted,
                 },
@@ -994,13 +988,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
             let ctx = self.context();
             Some(self.emit(Op::Fill { site, ctx }, Type::Unit, Some(self.src(e.span))))
         };
-        self.finish_call(e, path, &target, &all, filled, ty)
+        self.finish_call(e, name, callee, &all, filled, ty)
     }
 
-    fn callee_params(&mut self, target: &Option<Target<'db>>) -> (Vec<Param>, Option<String>) {
-        match target {
-            Some(Target::Item(item)) => {
-                let sig = fn_signature(self.m.db, *item);
+    fn callee_params(&mut self, callee: Callee<'db>) -> (Vec<Param>, Option<String>) {
+        match callee {
+            Callee::Item(item) => {
+                let sig = fn_signature(self.m.db, item);
                 let params = sig
                     .params
                     .iter()
@@ -1012,7 +1006,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     .collect();
                 (params, sig.doc.clone())
             }
-            Some(Target::Builtin(b)) => {
+            Callee::Builtin(b) => {
                 let sig = b.signature();
                 let params = sig
                     .params
@@ -1025,7 +1019,6 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     .collect();
                 (params, None)
             }
-            _ => (Vec::new(), None),
         }
     }
 
@@ -1033,13 +1026,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
     fn finish_call(
         &mut self,
         e: &Expr,
-        path: &ast::Path,
-        target: &Option<Target<'db>>,
+        name: &str,
+        callee: Callee<'db>,
         all: &[&Expr],
         filled: Option<ValueId>,
         ty: Type,
     ) -> ValueId {
-        let (params, _) = self.callee_params(target);
+        let (params, _) = self.callee_params(callee);
         let mut values = Vec::new();
         let mut next_filled = 0;
         for (i, a) in all.iter().enumerate() {
@@ -1053,22 +1046,21 @@ impl<'a, 'db> FnLower<'a, 'db> {
             }
         }
         let span = Some(self.src(e.span));
-        match target {
-            Some(Target::Item(item)) if item.kind(self.m.db) == ItemKind::Fn => {
-                let id = self.m.funcs[item];
+        match callee {
+            Callee::Item(item) if item.kind(self.m.db) == ItemKind::Fn => {
+                let id = self.m.funcs[&item];
                 self.emit(Op::Call(id, values), ty, span)
             }
-            Some(Target::Item(item)) => {
+            Callee::Item(item) => {
                 let name = self
                     .m
                     .externs
-                    .get(item)
+                    .get(&item)
                     .cloned()
-                    .unwrap_or_else(|| path.text());
+                    .unwrap_or_else(|| name.to_owned());
                 self.emit(Op::CallExtern(name, values), ty, span)
             }
-            Some(Target::Builtin(b)) => self.emit(Op::CallBuiltin(*b, values), ty, span),
-            _ => self.unit(),
+            Callee::Builtin(b) => self.emit(Op::CallBuiltin(b, values), ty, span),
         }
     }
 
@@ -1117,9 +1109,9 @@ impl<'a, 'db> FnLower<'a, 'db> {
         let mut site_arms = Vec::new();
         let mut calls = Vec::new();
         for arm in arms {
-            let (path, all): (ast::Path, Vec<&Expr>) = match &arm.call.kind {
+            let (name, all): (String, Vec<&Expr>) = match &arm.call.kind {
                 ExprKind::Call { callee, args } => match &callee.kind {
-                    ExprKind::Path(p) => (p.clone(), args.iter().collect()),
+                    ExprKind::Path(p) => (p.text(), args.iter().collect()),
                     _ => continue,
                 },
                 ExprKind::MethodCall {
@@ -1129,21 +1121,12 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 } => {
                     let mut all: Vec<&Expr> = vec![receiver];
                     all.extend(args);
-                    (
-                        ast::Path {
-                            segments: vec![method.clone()],
-                            span: method.span,
-                        },
-                        all,
-                    )
+                    (method.name.clone(), all)
                 }
                 _ => continue,
             };
-            let target = self
-                .refs
-                .get(&(path.last().span.start, path.last().span.end))
-                .cloned();
-            let (params, doc) = self.callee_params(&target);
+            let callee = self.callee(&arm.call);
+            let (params, doc) = self.callee_params(callee);
             let wanted = all
                 .iter()
                 .enumerate()
@@ -1151,12 +1134,12 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 .filter_map(|(i, _)| params.get(i).cloned())
                 .collect();
             site_arms.push(SiteArm {
-                tool: path.text(),
+                tool: name.clone(),
                 doc,
                 binding: arm.binding.as_ref().map(|b| b.name.clone()),
                 params: wanted,
             });
-            calls.push((arm, path, target, all));
+            calls.push((arm, name, callee, all));
         }
         let name = self.f.name.clone();
         let site = self.site(&name, None, SiteKind::Choose { arms: site_arms }, e.span);
@@ -1166,7 +1149,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
         let result = (ty != Type::Unit).then(|| self.new_local("select value", ty.clone()));
         let join = self.new_block();
         let mut targets = Vec::new();
-        for (arm, path, target, all) in calls {
+        for (arm, name, callee, all) in calls {
             let block = self.new_block();
             targets.push(block);
             let resume = self.block;
@@ -1174,20 +1157,17 @@ impl<'a, 'db> FnLower<'a, 'db> {
             let call_ty = self.type_of(&arm.call);
             let v = self.finish_call(
                 &arm.call,
-                &path,
-                &target,
+                &name,
+                callee,
                 &all,
                 Some(choice),
                 call_ty.clone(),
             );
-            self.scopes.push(Vec::new());
             if let Some(binding) = &arm.binding {
-                let local = self.new_local(&binding.name, call_ty);
+                let local = self.declare(&arm.call, &binding.name, call_ty);
                 self.emit_void(Op::Store(local, v), None);
-                self.bind(&binding.name, local);
             }
             let body = self.expr(&arm.body);
-            self.scopes.pop();
             if let Some(result) = result
                 && !self.terminated()
             {
@@ -1208,6 +1188,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
     /// cannot assign them, so passing their values is exact) and then the element.
     fn lower_parallel_for(
         &mut self,
+        e: &Expr,
         var: &ast::Ident,
         iter: &Expr,
         body: &ast::Block,
@@ -1222,14 +1203,17 @@ impl<'a, 'db> FnLower<'a, 'db> {
             Type::List(e) => (**e).clone(),
             _ => Type::Unit,
         };
-        let visible: Vec<(String, LocalId)> = {
-            let mut seen: Vec<(String, LocalId)> = Vec::new();
-            for (name, local) in self.scopes.iter().flatten() {
-                seen.retain(|(n, _)| n != name);
-                seen.push((name.clone(), *local));
-            }
-            seen
-        };
+        let hir_body = self.body;
+        let captured = hir_body.captures.get(e.id).unwrap_or_else(|| {
+            panic!(
+                "internal error: hir gave no captures to the `parallel for` at {:?}",
+                e.span
+            )
+        });
+        let visible: Vec<(String, LocalId)> = captured
+            .iter()
+            .map(|&l| (hir_body.locals[l.0 as usize].name.clone(), self.local(l)))
+            .collect();
         let captures: Vec<ValueId> = visible
             .iter()
             .map(|(_, local)| {
@@ -1275,9 +1259,19 @@ impl<'a, 'db> FnLower<'a, 'db> {
             .and_then(|c| visible.iter().position(|(_, l)| *l == c));
         let mut inner = FnLower::new(&mut *self.m, self.item, self.file, function);
         for p in &params {
-            let local = inner.new_local(&p.name, p.ty.clone());
-            inner.bind(&p.name, local);
+            inner.new_local(&p.name, p.ty.clone());
         }
+        // The body's variables are the parameters: the captures, then the element.
+        for (i, &l) in captured.iter().enumerate() {
+            inner.locals.insert(l, i as LocalId);
+        }
+        let element = *hir_body.declared.get(iter.id).unwrap_or_else(|| {
+            panic!(
+                "internal error: hir declared no `parallel for` variable at {:?}",
+                iter.span
+            )
+        });
+        inner.locals.insert(element, captured.len() as LocalId);
         if let Some(i) = outer_context {
             // Each iteration sees the loop's context and its own injections.
             let local = i as LocalId;
