@@ -14,7 +14,8 @@ use crate::defs::{alias_def, enum_def, fn_signature, struct_def};
 use crate::diagnostics::{self as diag, HirDiagnostic};
 use crate::items::{Item, ItemKind};
 use crate::resolve::{Resolver, TypeDef, ValueDef, closest};
-use crate::ty::{Ty, TypeLowering};
+use crate::ty::Ty;
+use crate::type_lowering::TypeLowering;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
 pub struct BodyFacts<'db> {

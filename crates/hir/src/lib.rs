@@ -19,6 +19,7 @@ pub mod infer;
 pub mod items;
 mod resolve;
 mod ty;
+mod type_lowering;
 
 pub use builtins::Builtin;
 pub use db::Database;
