@@ -129,7 +129,7 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
         cx.declare(&p.name, p.ty.clone(), span, LocalKind::Param { is_context });
     }
     let is_llm_function = cx.check_fn_body(&f.body);
-    cx.finish(&f.params, is_llm_function)
+    cx.finish(is_llm_function)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -199,12 +199,9 @@ struct Checker<'a, 'db> {
 }
 
 impl<'a, 'db> Checker<'a, 'db> {
-    pub(super) fn finish(
-        mut self,
-        params: &[ast::Param],
-        is_llm_function: bool,
-    ) -> BodyResult<'db> {
-        let _ = params;
+    /// Settles what inference left open (integer literals, empty lists, `None`s) and
+    /// gives the result, every type resolved.
+    fn finish(mut self, is_llm_function: bool) -> BodyResult<'db> {
         // Parameters are in the outermost scope.
         self.pop_scope();
         // Integer literals: unconstrained ones are `i32`; every one must fit its type.
