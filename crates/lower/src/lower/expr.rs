@@ -36,6 +36,10 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let mut values: Vec<Option<ValueId>> = vec![None; defs.len()];
                 let body = self.body;
                 for (index, f) in fields.iter().enumerate() {
+                    let slot = defs
+                        .iter()
+                        .position(|d| d.name == f.name.name)
+                        .expect("hir checked the field names");
                     let v = match &f.value {
                         Some(v) => self.expr(v),
                         None => {
@@ -47,16 +51,11 @@ impl<'a, 'db> FnLower<'a, 'db> {
                                 .unwrap_or_else(|| {
                                     panic!("internal error: hir did not resolve `{}`", f.name.name)
                                 });
-                            let field_ty = defs
-                                .iter()
-                                .find(|d| d.name == f.name.name)
-                                .map_or(Type::Unit, |d| d.ty.clone());
+                            let field_ty = defs[slot].ty.clone();
                             self.resolved_value(resolution, &f.name.name, field_ty)
                         }
                     };
-                    if let Some(i) = defs.iter().position(|d| d.name == f.name.name) {
-                        values[i] = Some(v);
-                    }
+                    values[slot] = Some(v);
                 }
                 let values = values.into_iter().map(|v| v.unwrap_or(0)).collect();
                 self.emit(Op::Struct(id, values), ty, None)
