@@ -5,7 +5,8 @@
 //! The layers, each a set of tracked queries:
 //! - [`items`]: files → chunks (parsed once per distinct text) → [`Item`]s;
 //! - [`defs`]: per item, signatures, struct fields, enum variants, alias targets;
-//! - [`infer`]: per function body, types and the context rules;
+//! - [`infer`]: per function body, types and the context rules, indexed by the ids of
+//!   [`body`] (expressions and locals);
 //! - [`effects`]: every function classified pure, extern-calling or contextual;
 //! - [`check_file`]: all diagnostics of one file, with file offsets.
 

@@ -4,10 +4,10 @@
 //! inside one body re-checks only that body.
 //!
 //! This module holds the query, its result and the checker's state; the checker's work
-//! is split by concern: [`unify`] (type variables), [`scope`] (locals and what a name
-//! means), [`stmt`] (blocks and statements), [`expr`] (expressions), [`call`] (calls and
-//! `select`), [`context_rules`] (where a context is needed, LLM functions, bounded loops)
-//! and [`ide`] (references and completion, for the language server).
+//! is split by concern: `unify` (type variables), `scope` (locals and what a name
+//! means), `stmt` (blocks and statements), `expr` (expressions), `call` (calls and
+//! `select`), `context_rules` (where a context is needed, LLM functions, bounded loops)
+//! and `ide` (references and completion, for the language server).
 
 mod call;
 mod context_rules;

@@ -4,8 +4,8 @@
 //!
 //! This module holds the module-wide tables (function, type and extern ids) and the
 //! state of one function being lowered, with the helpers that build its blocks; the work
-//! is split into [`stmt`] (blocks, statements, loops), [`expr`] (expressions), [`llm`]
-//! (the LLM sites and the calls that carry them) and [`parallel`] (`parallel for` bodies
+//! is split into `stmt` (blocks, statements, loops), `expr` (expressions), `llm`
+//! (the LLM sites and the calls that carry them) and `parallel` (`parallel for` bodies
 //! outlined as functions).
 
 mod expr;
