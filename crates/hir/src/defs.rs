@@ -10,7 +10,8 @@ use crate::Db;
 use crate::diagnostics::{self as diag, HirDiagnostic};
 use crate::items::{Item, SourceFile, module_scope};
 use crate::resolve::Resolver;
-use crate::ty::{Ty, TypeLowering};
+use crate::ty::Ty;
+use crate::type_lowering::TypeLowering;
 
 #[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
 pub struct ParamSig<'db> {

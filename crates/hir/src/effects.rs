@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 
 use crate::Db;
+use crate::body::Callee;
 use crate::defs::fn_signature;
-use crate::infer::{Callee, check_body};
+use crate::infer::check_body;
 use crate::items::{Item, ItemKind, Workspace, file_items, program_files};
 
 /// Ordered: a function is as effectful as the most effectful thing it may call.

@@ -5,12 +5,14 @@
 //! The layers, each a set of tracked queries:
 //! - [`items`]: files → chunks (parsed once per distinct text) → [`Item`]s;
 //! - [`defs`]: per item, signatures, struct fields, enum variants, alias targets;
-//! - [`infer`]: per function body, types and the context rules;
+//! - [`infer`]: per function body, types and the context rules, indexed by the ids of
+//!   [`body`] (expressions and locals);
 //! - [`effects`]: every function classified pure, extern-calling or contextual;
 //! - [`check_file`]: all diagnostics of one file, with file offsets.
 
 #![forbid(unsafe_code)]
 
+pub mod body;
 pub mod builtins;
 mod db;
 pub mod defs;
@@ -20,6 +22,7 @@ pub mod infer;
 pub mod items;
 mod resolve;
 mod ty;
+mod type_lowering;
 
 pub use builtins::Builtin;
 pub use db::Database;

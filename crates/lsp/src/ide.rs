@@ -163,6 +163,7 @@ pub fn hover(db: &Database, file: SourceFile, offset: u32) -> Option<HoverInfo> 
         let type_at = |span: Span| {
             body.expr_types
                 .iter()
+                .map(|(_, e)| e)
                 .find(|e| e.span == span)
                 .map(|e| e.ty.display(db))
         };
@@ -217,6 +218,7 @@ pub fn hover(db: &Database, file: SourceFile, offset: u32) -> Option<HoverInfo> 
         let e = body
             .expr_types
             .iter()
+            .map(|(_, e)| e)
             .filter(|e| contains(e.span, rel))
             .min_by_key(|e| e.span.len())?;
         return Some(HoverInfo {
@@ -262,7 +264,7 @@ pub fn definition(db: &Database, file: SourceFile, offset: u32) -> Option<Locati
         .filter(|r| contains(r.span, rel))
         .min_by_key(|r| r.span.len())?;
     match &r.target {
-        Target::Local { decl } => Some(Location {
+        Target::Local { decl, .. } => Some(Location {
             file,
             span: shift(*decl, base),
         }),

@@ -217,7 +217,14 @@ pub enum AssignOp {
 pub struct Expr {
     pub kind: ExprKind,
     pub span: Span,
+    pub id: ExprId,
 }
+
+/// An expression's id, unique within its item: the builder numbers an item's expressions
+/// as it finishes them (children before their parent), from 0. Later layers keep
+/// per-expression facts by id, not by span, so they never have to guess.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(pub u32);
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
@@ -274,10 +281,11 @@ pub enum ExprKind {
     Select {
         arms: Vec<SelectArm>,
     },
+    /// The body is boxed to keep `ExprKind` (and the parser's stack frames) small.
     ParallelFor {
         var: Ident,
         iter: Box<Expr>,
-        body: Block,
+        body: Box<Block>,
     },
 }
 

@@ -24,6 +24,8 @@ pub(crate) struct Builder<'s> {
     pub diagnostics: RefCell<Vec<Diagnostic>>,
     depth: Cell<u32>,
     depth_reported: Cell<bool>,
+    /// The next expression id; a builder builds one item.
+    next_expr: Cell<u32>,
 }
 
 pub(crate) fn pratt() -> PrattParser<Rule> {
@@ -51,6 +53,7 @@ impl<'s> Builder<'s> {
             diagnostics: RefCell::new(Vec::new()),
             depth: Cell::new(0),
             depth_reported: Cell::new(false),
+            next_expr: Cell::new(0),
         }
     }
 
@@ -342,11 +345,15 @@ impl<'s> Builder<'s> {
         })
     }
 
-    fn unit(span: Span) -> Expr {
-        Expr {
-            kind: ExprKind::Unit,
-            span,
-        }
+    /// A finished expression, with the next id of the item.
+    fn node(&self, kind: ExprKind, span: Span) -> Expr {
+        let id = ExprId(self.next_expr.get());
+        self.next_expr.set(id.0 + 1);
+        Expr { kind, span, id }
+    }
+
+    fn unit(&self, span: Span) -> Expr {
+        self.node(ExprKind::Unit, span)
     }
 
     /// An `expr` or `expr_nostruct` pair: operands and operators in sequence.
@@ -358,7 +365,7 @@ impl<'s> Builder<'s> {
             .filter(|p| !is_term(p.as_rule()))
             .count();
         let Some(_guard) = self.enter(operators as u32 + 1, span) else {
-            return Self::unit(span);
+            return self.unit(span);
         };
         self.pratt
             .map_primary(|term| self.term(term))
@@ -370,13 +377,13 @@ impl<'s> Builder<'s> {
                     UnaryOp::Not
                 };
                 let span = op_span.to(operand.span);
-                Expr {
-                    kind: ExprKind::Unary {
+                self.node(
+                    ExprKind::Unary {
                         op,
                         operand: Box::new(operand),
                     },
                     span,
-                }
+                )
             })
             .map_infix(|lhs, op_pair, rhs| {
                 if op_pair.as_rule() == Rule::sub {
@@ -398,14 +405,14 @@ impl<'s> Builder<'s> {
                     _ => BinaryOp::Rem,
                 };
                 let span = lhs.span.to(rhs.span);
-                Expr {
-                    kind: ExprKind::Binary {
+                self.node(
+                    ExprKind::Binary {
                         op,
                         lhs: Box::new(lhs),
                         rhs: Box::new(rhs),
                     },
                     span,
-                }
+                )
             })
             .parse(pair.into_inner())
     }
@@ -430,7 +437,7 @@ impl<'s> Builder<'s> {
         let mut it = pair.into_inner().peekable();
         let postfix_count = it.len().saturating_sub(1);
         let Some(_guard) = self.enter(postfix_count as u32, span) else {
-            return Self::unit(span);
+            return self.unit(span);
         };
         let mut expr = self.primary(it.next().expect("grammar: term has a primary"));
         for post in it {
@@ -449,35 +456,33 @@ impl<'s> Builder<'s> {
                             callee: Box::new(Expr {
                                 kind,
                                 span: expr.span,
+                                id: expr.id,
                             }),
                             args,
                         },
                     };
-                    Expr { kind, span }
+                    self.node(kind, span)
                 }
                 Rule::index => {
                     let index = self.expr(post.into_inner().next().unwrap());
-                    Expr {
-                        kind: ExprKind::Index {
+                    self.node(
+                        ExprKind::Index {
                             base: Box::new(expr),
                             index: Box::new(index),
                         },
                         span,
-                    }
+                    )
                 }
-                Rule::inject => Expr {
-                    kind: ExprKind::Inject(Box::new(expr)),
-                    span,
-                },
+                Rule::inject => self.node(ExprKind::Inject(Box::new(expr)), span),
                 Rule::field_access => {
                     let name = self.ident(post.into_inner().next().unwrap());
-                    Expr {
-                        kind: ExprKind::Field {
+                    self.node(
+                        ExprKind::Field {
                             base: Box::new(expr),
                             name,
                         },
                         span,
-                    }
+                    )
                 }
                 r => unreachable!("grammar: unexpected postfix rule {r:?}"),
             };
@@ -490,10 +495,7 @@ impl<'s> Builder<'s> {
         pair.into_inner()
             .map(|arg| {
                 if is_bare_placeholder(&arg) {
-                    Expr {
-                        kind: ExprKind::Placeholder,
-                        span: self.span(&arg),
-                    }
+                    self.node(ExprKind::Placeholder, self.span(&arg))
                 } else {
                     self.expr(arg)
                 }
@@ -590,12 +592,12 @@ impl<'s> Builder<'s> {
                 ExprKind::ParallelFor {
                     var,
                     iter,
-                    body: self.block(it.next().unwrap()),
+                    body: Box::new(self.block(it.next().unwrap())),
                 }
             }
             r => unreachable!("grammar: unexpected primary rule {r:?}"),
         };
-        Expr { kind, span }
+        self.node(kind, span)
     }
 
     fn select_arm(&self, pair: Pair<'_, Rule>) -> SelectArm {

@@ -1,0 +1,254 @@
+//! Blocks and statements: `let` and assignment (`xs = push(xs, x)` and
+//! `xs = set(xs, i, x)` in place), `return`, `break`/`continue`, and the loops, each
+//! iteration of which is a context frame of its own.
+
+use hir::Ty;
+use hir::body::{Callee, Resolution};
+use syntax::ast::{self, Expr, ExprKind, Stmt, StmtKind};
+
+use super::{FnLower, LoopTarget};
+use crate::ir::*;
+
+/// An assignment that updates the list it reads (see `FnLower::update_of`).
+enum Update<'e> {
+    /// `xs = push(xs, x)`.
+    Push(&'e Expr),
+    /// `xs = set(xs, i, x)`.
+    Set(&'e Expr, &'e Expr),
+}
+
+impl<'a, 'db> FnLower<'a, 'db> {
+    pub(super) fn lower_body(&mut self, body: &ast::Block, ret: &Ty<'db>) {
+        let ends_with_value = matches!(body.stmts.last().map(|s| &s.kind), Some(StmtKind::Expr(e)) if !matches!(e.kind, ExprKind::Inject(_)) && !matches!(&e.kind, ExprKind::If { else_block: None, .. }));
+        let value = self.lower_block(body);
+        if self.terminated() {
+            return;
+        }
+        let is_unit = matches!(ret, Ty::Unit | Ty::Error | Ty::Never);
+        let result = if ends_with_value || is_unit {
+            if is_unit { self.unit() } else { value }
+        } else {
+            self.model_result(body, ret)
+        };
+        self.terminate(Terminator::Return(result));
+    }
+
+    /// Lowers a block; its value (the tail expression's, else unit).
+    pub(super) fn lower_block(&mut self, block: &ast::Block) -> ValueId {
+        let mut value = None;
+        for (i, stmt) in block.stmts.iter().enumerate() {
+            if self.terminated() {
+                // Unreachable code (hir warned); nothing to emit.
+                break;
+            }
+            let is_tail = i + 1 == block.stmts.len();
+            match &stmt.kind {
+                StmtKind::Expr(e) if is_tail && !matches!(e.kind, ExprKind::Inject(_)) => {
+                    value = Some(self.expr(e))
+                }
+                _ => self.stmt(stmt),
+            }
+        }
+        match value {
+            Some(v) => v,
+            None if self.terminated() => 0,
+            None => self.unit(),
+        }
+    }
+
+    pub(super) fn stmt(&mut self, stmt: &Stmt) {
+        match &stmt.kind {
+            StmtKind::Let { name, init, .. } => {
+                let ty = self.type_of(init);
+                let v = self.expr(init);
+                let local = self.declare(init, &name.name, ty);
+                self.emit_void(Op::Store(local, v), None);
+            }
+            StmtKind::Assign { target, op, value } => {
+                let assigned = *self.body.assigned.get(value.id).unwrap_or_else(|| {
+                    panic!(
+                        "internal error: hir did not resolve the assignment to `{}`",
+                        target.name
+                    )
+                });
+                let local = self.local(assigned);
+                let ty = self.f.locals[local as usize].ty.clone();
+                if *op == ast::AssignOp::Assign
+                    && let Some(update) = self.update_of(assigned, value)
+                {
+                    // `xs = push(xs, x)` / `xs = set(xs, i, x)`: in place when nothing
+                    // else holds the list.
+                    let span = Some(self.src(value.span));
+                    let op = match update {
+                        Update::Push(x) => Op::PushInPlace(local, self.expr(x)),
+                        Update::Set(i, x) => {
+                            let i = self.expr(i);
+                            Op::SetInPlace(local, i, self.expr(x))
+                        }
+                    };
+                    self.emit_void(op, span);
+                    return;
+                }
+                let v = self.expr(value);
+                let v = match op {
+                    ast::AssignOp::Assign => v,
+                    other => {
+                        let current = self.emit(Op::Load(local), ty.clone(), None);
+                        let bin = match other {
+                            ast::AssignOp::Add if ty == Type::Str => BinOp::Concat,
+                            ast::AssignOp::Add => BinOp::Add,
+                            ast::AssignOp::Sub => BinOp::Sub,
+                            ast::AssignOp::Mul => BinOp::Mul,
+                            ast::AssignOp::Div => BinOp::Div,
+                            _ => BinOp::Rem,
+                        };
+                        self.emit(
+                            Op::Binary(bin, ty.clone(), current, v),
+                            ty,
+                            Some(self.src(stmt.span)),
+                        )
+                    }
+                };
+                self.emit_void(Op::Store(local, v), None);
+            }
+            StmtKind::Return(value) => {
+                let v = match value {
+                    Some(e) => self.expr(e),
+                    None => self.unit(),
+                };
+                if !self.terminated() {
+                    self.terminate(Terminator::Return(v));
+                }
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                let target = self.loops.last().expect("hir checked the loop");
+                let saved = target.saved_context;
+                let term = match stmt.kind {
+                    StmtKind::Break => Terminator::Jump(target.break_to),
+                    _ if target.continue_iterates => Terminator::Loop(target.continue_to),
+                    _ => Terminator::Jump(target.continue_to),
+                };
+                self.restore_context(saved);
+                self.terminate(term);
+            }
+            StmtKind::While { cond, body } => {
+                let head = self.new_block();
+                let body_block = self.new_block();
+                let exit = self.new_block();
+                self.terminate(Terminator::Jump(head));
+                self.switch_to(head);
+                let c = self.expr(cond);
+                self.terminate(Terminator::Branch(c, body_block, exit));
+                self.switch_to(body_block);
+                let saved = self.enter_iteration();
+                self.loops.push(LoopTarget {
+                    continue_to: head,
+                    continue_iterates: true,
+                    break_to: exit,
+                    saved_context: saved,
+                });
+                self.lower_block(body);
+                self.loops.pop();
+                self.restore_context(saved);
+                self.terminate(Terminator::Loop(head));
+                self.switch_to(exit);
+            }
+            StmtKind::For { var, iter, body } => {
+                let list_ty = self.type_of(iter);
+                let elem_ty = match &list_ty {
+                    Type::List(e) => (**e).clone(),
+                    _ => Type::Unit,
+                };
+                let list_v = self.expr(iter);
+                let list = self.new_local("for list", list_ty.clone());
+                self.emit_void(Op::Store(list, list_v), None);
+                let index = self.new_local("for index", Type::I64);
+                let zero = self.emit(Op::Const(Const::Int(0)), Type::I64, None);
+                self.emit_void(Op::Store(index, zero), None);
+                // The hidden local is never assigned again, so the length is read once.
+                let count = self.new_local("for count", Type::I64);
+                let l = self.emit(Op::Load(list), list_ty.clone(), None);
+                let n = self.emit(Op::CallBuiltin(Builtin::Len, vec![l]), Type::I64, None);
+                self.emit_void(Op::Store(count, n), None);
+                let head = self.new_block();
+                let body_block = self.new_block();
+                let step = self.new_block();
+                let exit = self.new_block();
+                self.terminate(Terminator::Jump(head));
+                self.switch_to(head);
+                let i = self.emit(Op::Load(index), Type::I64, None);
+                let n = self.emit(Op::Load(count), Type::I64, None);
+                let more = self.emit(Op::Binary(BinOp::Lt, Type::I64, i, n), Type::Bool, None);
+                self.terminate(Terminator::Branch(more, body_block, exit));
+                self.switch_to(body_block);
+                let saved = self.enter_iteration();
+                let l = self.emit(Op::Load(list), list_ty, None);
+                let i = self.emit(Op::Load(index), Type::I64, None);
+                let element = self.emit(
+                    Op::Element(l, i),
+                    elem_ty.clone(),
+                    Some(self.src(iter.span)),
+                );
+                let var_local = self.declare(iter, &var.name, elem_ty);
+                self.emit_void(Op::Store(var_local, element), None);
+                self.loops.push(LoopTarget {
+                    continue_to: step,
+                    continue_iterates: false,
+                    break_to: exit,
+                    saved_context: saved,
+                });
+                self.lower_block(body);
+                self.loops.pop();
+                self.restore_context(saved);
+                self.terminate(Terminator::Jump(step));
+                self.switch_to(step);
+                let i = self.emit(Op::Load(index), Type::I64, None);
+                let one = self.emit(Op::Const(Const::Int(1)), Type::I64, None);
+                let next = self.emit(Op::Binary(BinOp::Add, Type::I64, i, one), Type::I64, None);
+                self.emit_void(Op::Store(index, next), None);
+                self.terminate(Terminator::Loop(head));
+                self.switch_to(exit);
+                self.emit_void(Op::Release(list), None);
+            }
+            StmtKind::Expr(e) => {
+                self.expr(e);
+            }
+        }
+    }
+
+    /// When `value` is `push(xs, x)` or `set(xs, i, x)` of the standard externs, with
+    /// `xs` the local `target`.
+    fn update_of<'e>(&self, target: hir::body::LocalId, value: &'e Expr) -> Option<Update<'e>> {
+        let ExprKind::Call { args, .. } = &value.kind else {
+            return None;
+        };
+        if self.body.resolutions.get(args.first()?.id) != Some(&Resolution::Local(target)) {
+            return None;
+        }
+        match (self.body.callees.get(value.id), args.as_slice()) {
+            (Some(Callee::Builtin(hir::Builtin::Push)), [_, x]) => Some(Update::Push(x)),
+            (Some(Callee::Builtin(hir::Builtin::Set)), [_, i, x]) => Some(Update::Set(i, x)),
+            _ => None,
+        }
+    }
+
+    /// A loop iteration is a context scope: its injections go to a frame of their own.
+    fn enter_iteration(&mut self) -> Option<(LocalId, LocalId)> {
+        let ctx = self.f.context?;
+        let saved = self.new_local("outer frame", Type::Context);
+        let outer = self.emit(Op::Load(ctx), Type::Context, None);
+        self.emit_void(Op::Store(saved, outer), None);
+        let frame = self.emit(Op::ContextChild(outer), Type::Context, None);
+        self.emit_void(Op::Store(ctx, frame), None);
+        Some((ctx, saved))
+    }
+
+    fn restore_context(&mut self, saved: Option<(LocalId, LocalId)>) {
+        if let Some((ctx, saved)) = saved
+            && !self.terminated()
+        {
+            let outer = self.emit(Op::Load(saved), Type::Context, None);
+            self.emit_void(Op::Store(ctx, outer), None);
+        }
+    }
+}
