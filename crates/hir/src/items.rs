@@ -7,7 +7,7 @@
 //! its chunk) and its offset are separate tracked fields, so an edit that only moves an
 //! item does not invalidate what was computed from its AST.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use syntax::ast;
@@ -255,9 +255,21 @@ pub fn module_scope<'db>(db: &'db dyn Db, file: SourceFile) -> ModuleScope<'db> 
     scope
 }
 
+/// The modules a file names (`use m`, `m::f`; see `syntax::module_names`): what brings a
+/// module beside a program, or a prelude module, into it. `sapc` loads a program's
+/// modules by this query, and [`program_files`] keeps the prelude modules by it.
+#[salsa::tracked(returns(ref))]
+pub fn named_modules(db: &dyn Db, file: SourceFile) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for item in &file_items(db, file).items {
+        syntax::module_names(&item.ast(db).0, &mut names);
+    }
+    names
+}
+
 /// The program's files and the prelude modules it uses, directly or through another
 /// prelude module, in workspace order. A prelude module nothing names
-/// (`syntax::names_module`) is neither classified, lowered nor compiled.
+/// ([`named_modules`]) is neither classified, lowered nor compiled.
 #[salsa::tracked(returns(ref))]
 pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
     let all = workspace.files(db);
@@ -265,14 +277,14 @@ pub fn program_files(db: &dyn Db, workspace: Workspace) -> Vec<SourceFile> {
     let mut included: Vec<SourceFile> = all.iter().copied().filter(|f| !is_prelude(f)).collect();
     let mut i = 0;
     while i < included.len() {
-        let text = included[i].text(db);
+        let named = named_modules(db, included[i]);
         for p in all.iter().copied().filter(is_prelude) {
             let name = p.module_name(db);
             // A program's own module of that name shadows the prelude's.
             let shadowed = all
                 .iter()
                 .any(|f| !is_prelude(f) && f.module_name(db) == name);
-            if !shadowed && !included.contains(&p) && syntax::names_module(text, &name) {
+            if !shadowed && !included.contains(&p) && named.contains(&name) {
                 included.push(p);
             }
         }

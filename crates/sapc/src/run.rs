@@ -5,6 +5,7 @@
 //! (`FILE.transcript.jsonl`) if there is one — so the examples run offline — else
 //! `sap.toml`, else an error that says what to pass.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -343,6 +344,10 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
 pub struct Program {
     pub main: SourceText,
     pub modules: Vec<SourceText>,
+    /// The database the files were loaded into (with the prelude), and each file's
+    /// handle in the order of [`Program::files`].
+    db: hir::Database,
+    handles: Vec<hir::SourceFile>,
 }
 
 impl Program {
@@ -366,8 +371,9 @@ fn read_source(path: &Path) -> Result<SourceText, String> {
     Ok(SourceText::new(path.display().to_string(), bytes))
 }
 
-/// Reads the program at `path` and the sibling modules it uses. A file that is not
-/// UTF-8 has its diagnostic printed and gives the exit status.
+/// Reads the program at `path` and the modules beside it that it names, directly or
+/// through another of them (`hir::items::named_modules`, the checker's own rule); a
+/// module beside it that nothing names stays out, even a broken one.
 pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
     let main = read_source(path)?;
     let dir = path.parent().unwrap_or(Path::new(""));
@@ -376,8 +382,8 @@ pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
     } else {
         dir
     };
-    // Each sibling `m.sap` once, by module name; taken out of the list when used.
-    let mut siblings: Vec<(String, PathBuf)> = std::fs::read_dir(listing)
+    // Each sibling `m.sap` once, by module name; taken out of the map when used.
+    let mut siblings: BTreeMap<String, PathBuf> = std::fs::read_dir(listing)
         .map(|entries| {
             entries
                 .flatten()
@@ -387,25 +393,29 @@ pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
                 .collect()
         })
         .unwrap_or_default();
-    siblings.sort();
+    let mut db = hir::Database::default();
+    db.add_prelude();
+    let handles = vec![db.add_file(main.name.clone(), main.text.clone())];
     let mut program = Program {
         main,
         modules: Vec::new(),
+        db,
+        handles,
     };
     // The main file, then each module as it is brought in, names further modules.
     let mut scanned = 0;
-    while scanned <= program.modules.len() {
-        let text = match scanned {
-            0 => program.main.text.clone(),
-            i => program.modules[i - 1].text.clone(),
-        };
+    while scanned < program.handles.len() {
+        let named = hir::items::named_modules(&program.db, program.handles[scanned]).clone();
         scanned += 1;
-        let (used, rest): (Vec<_>, Vec<_>) = siblings
-            .into_iter()
-            .partition(|(name, _)| syntax::names_module(&text, name));
-        siblings = rest;
-        for (_, sibling) in used {
-            program.modules.push(read_source(&sibling)?);
+        for name in named {
+            if let Some(sibling) = siblings.remove(&name) {
+                let source = read_source(&sibling)?;
+                let handle = program
+                    .db
+                    .add_file(source.name.clone(), source.text.clone());
+                program.handles.push(handle);
+                program.modules.push(source);
+            }
         }
     }
     for source in program.files() {
@@ -420,15 +430,10 @@ pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
 /// Checks and lowers a program; its diagnostics are printed, and a program with errors
 /// gives the exit status instead of a module.
 pub fn compile(program: &Program) -> Result<Result<lower::ir::Module, u8>, String> {
-    let mut db = hir::Database::default();
-    db.add_prelude();
-    let files: Vec<(&SourceText, hir::SourceFile)> = program
-        .files()
-        .map(|s| (s, db.add_file(s.name.clone(), s.text.clone())))
-        .collect();
+    let db = &program.db;
     let mut errors = false;
-    for (source, file) in files {
-        let diagnostics = hir::check_file(&db, file).clone();
+    for (source, &file) in program.files().zip(&program.handles) {
+        let diagnostics = hir::check_file(db, file).clone();
         if diagnostics.iter().any(|d| d.is_error()) {
             Printer::new(crate::Format::Human).print(source, &diagnostics);
             errors = true;
@@ -437,7 +442,7 @@ pub fn compile(program: &Program) -> Result<Result<lower::ir::Module, u8>, Strin
     if errors {
         return Ok(Err(exit::ERRORS));
     }
-    lower::lower_workspace(&db)
+    lower::lower_workspace(db)
         .map(Ok)
         .ok_or_else(|| "the program does not check".to_owned())
 }

@@ -353,15 +353,15 @@ fn runtime_errors_are_located_with_the_call_stack() {
 }
 
 /// `sapc run main.sap` brings in the modules beside it that the program uses (a sibling
-/// it does not use, even a broken one, stays out), runs `main.sap`'s own `main` (not a
-/// module's), and errors in the modules are located there.
+/// it does not use, even a broken one named in a comment, stays out), runs `main.sap`'s
+/// own `main` (not a module's), and errors in the modules are located there.
 #[test]
 fn a_program_uses_the_modules_beside_it() {
     let dir = std::env::temp_dir().join(format!("sapc-run-multi-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("main.sap"),
-        "use helpers\n\nfn main() -> () {\n    print(to_string(helpers::triple(4)))\n    print(to_string(helpers::ratio(1, 0)))\n}\n",
+        "use helpers\n\nfn main() -> () {\n    print(to_string(helpers::triple(4)))\n    print(to_string(helpers::ratio(1, 0)))\n}\n// A mention in a comment, broken::oops, brings nothing in.\n",
     )
     .unwrap();
     std::fs::write(

@@ -17,14 +17,16 @@ mod diagnostic;
 mod errors;
 mod grammar;
 mod line_index;
+mod module_names;
 mod parse;
 mod scan;
 pub mod sexpr;
 
 pub use diagnostic::{Diagnostic, Label, Severity};
 pub use line_index::{LineCol, LineIndex};
+pub use module_names::module_names;
 pub use parse::{MAX_NESTING, Parse, parse};
-pub use scan::{chunk_starts, names_module};
+pub use scan::chunk_starts;
 
 /// How an error message names the token at a byte offset: "`fn`", "a string", ….
 pub fn describe_token_at(src: &str, at: usize) -> String {
