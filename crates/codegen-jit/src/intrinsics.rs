@@ -267,9 +267,9 @@ fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
     }))
 }
 
-/// Appends `item` (borrowed) to the list in `list` (whose reference it takes over), in
+/// Appends `item` (borrowed) to the list in `list` (whose count it takes over), in
 /// place when nothing else holds it; the result is always a native list. Compiled code
-/// appends by itself when it can (see `rawlist::layout`), and calls this otherwise: the
+/// appends by itself when it can (see `codegen/lists.rs`), and calls this otherwise: the
 /// first element, a full buffer, a shared list, a list that came from the host.
 pub extern "C" fn sap_push(env: &mut Env<'_>, desc: &TypeArg, list: i64, item: i64) -> i64 {
     guard(env, desc.span, |_| {
@@ -325,7 +325,7 @@ pub extern "C" fn sap_native(env: &mut Env<'_>, desc: &TypeArg, list: i64) -> i6
 }
 
 /// `xs = set(xs, index, item)`: replaces an element of the list in `list` (whose
-/// reference it takes over; `item` is borrowed), in place when nothing else holds it;
+/// count it takes over; `item` is borrowed), in place when nothing else holds it;
 /// the result is always a native list. Compiled code replaces by itself when it can.
 pub extern "C" fn sap_set(
     env: &mut Env<'_>,

@@ -10,7 +10,7 @@ use cranelift_codegen::ir;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData, StackSlotKind};
 use cranelift_frontend::{FunctionBuilder, Variable};
-use lower::ir::{Function, Module, Op, SrcSpan, Terminator, Type};
+use lower::ir::{Function, Module, SrcSpan, Terminator, Type};
 
 use super::ownership::{borrowed_loads, cross_block_values};
 use super::{I64, Keep};
@@ -22,11 +22,7 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) module: &'a Module,
     pub(super) f: &'a Function,
     pub(super) keep: &'a mut Keep,
-    /// The intrinsics, by `Intr`.
-    pub(super) intrinsics: Vec<ir::FuncRef>,
-    pub(super) functions: Vec<ir::FuncRef>,
-    /// The adapters of `SLOW_PATHS`, in order.
-    pub(super) slow_paths: Vec<ir::FuncRef>,
+    pub(super) callees: Callees,
     pub(super) env: ir::Value,
     pub(super) vars: Vec<Variable>,
     /// Values used outside the block that defines them live in variables.
@@ -58,6 +54,16 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) appenders: HashMap<u32, Appender>,
 }
 
+/// What a function's code calls, declared in it.
+pub(super) struct Callees {
+    /// The intrinsics, by `Intr`.
+    pub(super) intrinsics: Vec<ir::FuncRef>,
+    /// The sap functions, by `FuncId`.
+    pub(super) functions: Vec<ir::FuncRef>,
+    /// The adapters of `SLOW_PATHS`, in order.
+    pub(super) slow_paths: Vec<ir::FuncRef>,
+}
+
 pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
     inst_span.or(Some(f.span))
 }
@@ -82,15 +88,14 @@ impl<'a, 'b> FnCg<'a, 'b> {
         module: &'a Module,
         f: &'a Function,
         keep: &'a mut Keep,
+        callees: Callees,
     ) -> Self {
         FnCg {
             b,
             module,
             f,
             keep,
-            intrinsics: Vec::new(),
-            functions: Vec::new(),
-            slow_paths: Vec::new(),
+            callees,
             env: ir::Value::from_u32(0),
             vars: Vec::new(),
             cross: HashMap::new(),
@@ -194,38 +199,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.b.def_var(var, zero);
             self.cross.insert(id, var);
         }
-        // The locals appended to in place, and the lists `for` loops walk: their parts
-        // are kept in registers.
-        for block in &f.blocks {
-            for inst in &block.insts {
-                match (&inst.op, &inst.dest) {
-                    (Op::Load(local), Some((id, _))) => {
-                        self.loaded_from.insert(*id, *local);
-                    }
-                    (Op::PushInPlace(local, _), _) if !self.appenders.contains_key(local) => {
-                        let [items, len, cap] = [(); 3].map(|_| {
-                            let v = self.b.declare_var(I64);
-                            self.b.def_var(v, zero);
-                            v
-                        });
-                        self.appenders.insert(*local, Appender { items, len, cap });
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for block in &f.blocks {
-            for inst in &block.insts {
-                if let Op::Element(l, _) = &inst.op
-                    && let Some(local) = self.loaded_from.get(l).copied()
-                    && !self.buffers.contains_key(&local)
-                {
-                    let var = self.b.declare_var(I64);
-                    self.b.def_var(var, zero);
-                    self.buffers.insert(local, var);
-                }
-            }
-        }
+        self.declare_list_caches(zero);
         let has_loops = f
             .blocks
             .iter()

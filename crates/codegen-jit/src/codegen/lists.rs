@@ -13,7 +13,7 @@ use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::MemFlagsData as MemFlags;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_frontend::Variable;
-use lower::ir::{SrcSpan, Type};
+use lower::ir::{Op, SrcSpan, Type};
 
 use super::I64;
 use super::function::{Appender, FnCg};
@@ -21,6 +21,41 @@ use crate::heap::layout;
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
+    /// Declares the register caches: the parts of the lists in locals appended to in
+    /// place, and the buffers of the lists `for` loops walk, all `zero` at first.
+    pub(super) fn declare_list_caches(&mut self, zero: ir::Value) {
+        for block in &self.f.blocks {
+            for inst in &block.insts {
+                match (&inst.op, &inst.dest) {
+                    (Op::Load(local), Some((id, _))) => {
+                        self.loaded_from.insert(*id, *local);
+                    }
+                    (Op::PushInPlace(local, _), _) if !self.appenders.contains_key(local) => {
+                        let [items, len, cap] = [(); 3].map(|_| {
+                            let v = self.b.declare_var(I64);
+                            self.b.def_var(v, zero);
+                            v
+                        });
+                        self.appenders.insert(*local, Appender { items, len, cap });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for block in &self.f.blocks {
+            for inst in &block.insts {
+                if let Op::Element(l, _) = &inst.op
+                    && let Some(local) = self.loaded_from.get(l).copied()
+                    && !self.buffers.contains_key(&local)
+                {
+                    let var = self.b.declare_var(I64);
+                    self.b.def_var(var, zero);
+                    self.buffers.insert(local, var);
+                }
+            }
+        }
+    }
+
     /// Continues in a new block when `list` is a native list, and goes to `slow` when it
     /// is not (a list from the host, or none).
     pub(super) fn when_native_list(&mut self, list: ir::Value, slow: ir::Block) {

@@ -36,7 +36,7 @@ use crate::abi::{
 };
 use crate::heap::ObjRef;
 use crate::intrinsics::Intr;
-use function::FnCg;
+use function::{Callees, FnCg};
 
 const I64: ir::Type = types::I64;
 
@@ -141,19 +141,17 @@ pub fn define_program<M: Module>(m: &mut M, ir: &lower::ir::Module) -> Result<Pr
         ctx.func.name = UserFuncName::user(0, i as u32);
         {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let mut cg = FnCg::new(b, ir, f, &mut keep);
-            cg.intrinsics = intrinsic_ids
-                .iter()
-                .map(|id| m.declare_func_in_func(*id, cg.b.func))
-                .collect();
-            cg.functions = func_ids
-                .iter()
-                .map(|id| m.declare_func_in_func(*id, cg.b.func))
-                .collect();
-            cg.slow_paths = slow_ids
-                .iter()
-                .map(|id| m.declare_func_in_func(*id, cg.b.func))
-                .collect();
+            let mut declare = |ids: &[FuncId]| -> Vec<ir::FuncRef> {
+                ids.iter()
+                    .map(|id| m.declare_func_in_func(*id, b.func))
+                    .collect()
+            };
+            let callees = Callees {
+                intrinsics: declare(&intrinsic_ids),
+                functions: declare(&func_ids),
+                slow_paths: declare(&slow_ids),
+            };
+            let mut cg = FnCg::new(b, ir, f, &mut keep, callees);
             cg.body()
                 .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
             cg.b.finalize(frontend);
