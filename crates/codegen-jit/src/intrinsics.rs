@@ -236,7 +236,7 @@ fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
     let mut targets = Vec::with_capacity(deps.len() * 2);
     offsets.push(0);
     for d in deps {
-        // SAFETY: the elements of a native `List<List<i64>>` are live list objects.
+        // The elements of a native `List<List<i64>>` are list objects.
         match borrow(*d) {
             Some(Slot::Raw(node)) => targets.extend_from_slice(node.as_slice()),
             Some(Slot::Val(Value::List(node))) => targets.extend(
@@ -248,21 +248,12 @@ fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
         offsets.push(targets.len());
     }
     // Each layer as a list object, released if the graph turns out to have a cycle.
-    struct Layer(i64);
-    impl Drop for Layer {
-        fn drop(&mut self) {
-            heap::release(self.0);
-        }
-    }
     let layers = crate::toposort::layers_flat(&offsets, &targets, |layer| {
         let nodes = layer.iter().map(|&n| n as i64).collect();
-        Layer(new_obj(Slot::Raw(RawList::from_vec(nodes, false))))
+        ObjRef::new(Slot::Raw(RawList::from_vec(nodes, false)))
     });
     Some(layers.map(|layers| {
-        let layers = layers
-            .into_iter()
-            .map(|l| std::mem::ManuallyDrop::new(l).0)
-            .collect();
+        let layers = layers.into_iter().map(ObjRef::into_word).collect();
         new_obj(Slot::Raw(RawList::from_vec(layers, true)))
     }))
 }
