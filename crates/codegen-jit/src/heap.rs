@@ -76,8 +76,11 @@ impl Slot {
     }
 }
 
-/// A reference-counted heap object: the count, then the slot.
-#[repr(C)]
+/// A reference-counted heap object: the count, then the slot. Aligned to a cache line
+/// so that the parts compiled code reads (count, tag, buffer, length, capacity) share
+/// one line: with 48-byte objects packed back to back, every other object straddled two
+/// lines, and walking many small lists (`toposort`) was measurably slower.
+#[repr(C, align(64))]
 pub struct Object {
     count: AtomicUsize,
     slot: Slot,
@@ -395,6 +398,11 @@ mod tests {
     fn read(word: i64, offset: i32) -> i64 {
         // SAFETY: the tests read within a live object.
         unsafe { ((word + offset as i64) as *const i64).read() }
+    }
+
+    #[test]
+    fn an_object_fills_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Object>(), 64);
     }
 
     #[test]
