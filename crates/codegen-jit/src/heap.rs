@@ -8,8 +8,8 @@
 //! other type (strings, lists, structs, options, JSON, tools, contexts) an *object word*:
 //! 0 ("no value yet") or the address of an [`Object`] made by [`ObjRef::new`].
 //!
-//! **Layout.** An `Object` is `repr(C)`: a reference count (`AtomicUsize`, at
-//! [`layout::COUNT`]) followed by a [`Slot`]. `Slot` is `repr(u64)`, so its tag comes first
+//! **Layout.** An `Object` is `repr(C)`, aligned to a 64-byte cache line: a reference
+//! count (`AtomicUsize`, at [`layout::COUNT`]) followed by a [`Slot`]. `Slot` is `repr(u64)`, so its tag comes first
 //! (at [`layout::TAG`]) and a variant's fields follow as a `repr(C)` struct; a native list
 //! ([`Slot::Raw`], tag [`layout::RAW_TAG`]) is a [`RawList`] whose buffer, length and
 //! capacity compiled code reads at [`layout::ITEMS`], [`layout::LEN`] and [`layout::CAP`].
