@@ -4,6 +4,9 @@
 //! It runs on a plain thread (LLM calls block on the host's tokio runtime) with a stack
 //! large enough for `Limits::max_depth` nested calls; recursion beyond the limit is an
 //! error, never a stack overflow.
+//!
+//! It depends on the host, the shared meaning of operations (`ops.rs`) and the heap's
+//! `Slot` (its value type), never on the native code generator.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,34 +15,9 @@ use lower::ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
 use runtime::value::{StructValue, ToolRef};
 use runtime::{Context, TypeDesc, Value};
 
+use crate::heap::Slot;
 use crate::host::{Engine, ExecError, Host, StackFrame, out_of_range};
-
-/// A value at run time: a sap value, a context, what an LLM fill or choice returned, or
-/// a list built by compiled code. The layout is fixed (`repr(u64)`: a tag, then the
-/// variant's fields) because compiled code reads native lists in place.
-#[derive(Clone, Debug)]
-#[repr(u64)]
-pub enum Slot {
-    Empty = 0,
-    Val(Value) = 1,
-    Ctx(Context) = 2,
-    /// Filled arguments, with the chosen arm for a `select`.
-    Pack(Option<usize>, Arc<Vec<Value>>) = 3,
-    /// A list as compiled code builds it (see `rawlist.rs`); the evaluator never makes one.
-    Raw(crate::rawlist::RawList) = RAW_TAG,
-}
-
-/// The tag of [`Slot::Raw`].
-pub const RAW_TAG: u64 = 4;
-
-impl Slot {
-    fn val(&self) -> &Value {
-        match self {
-            Slot::Val(v) => v,
-            _ => &Value::Unit,
-        }
-    }
-}
+use crate::ops::{collect_iterations, int_op};
 
 pub struct Evaluator<'h> {
     host: &'h Host,
@@ -64,63 +42,6 @@ fn float(v: &Value) -> f64 {
         Value::Float(x) => *x,
         _ => 0.0,
     }
-}
-
-/// Checked integer arithmetic in the range of `ty`.
-pub fn int_op(
-    op: BinOp,
-    ty: &Type,
-    a: i64,
-    b: i64,
-    span: Option<SrcSpan>,
-) -> Result<i64, ExecError> {
-    let symbol = match op {
-        BinOp::Add => "+",
-        BinOp::Sub => "-",
-        BinOp::Mul => "*",
-        BinOp::Div => "/",
-        _ => "%",
-    };
-    if matches!(op, BinOp::Div | BinOp::Rem) && b == 0 {
-        return Err(err(format!("division by zero: {a} {symbol} 0"), span));
-    }
-    let wide = match op {
-        BinOp::Add => a.checked_add(b),
-        BinOp::Sub => a.checked_sub(b),
-        BinOp::Mul => a.checked_mul(b),
-        BinOp::Div => a.checked_div(b),
-        _ => a.checked_rem(b),
-    };
-    let fits = |n: i64| {
-        if *ty == Type::I32 {
-            i32::try_from(n).is_ok()
-        } else {
-            true
-        }
-    };
-    match wide {
-        Some(n) if fits(n) => Ok(n),
-        _ => Err(err(
-            format!(
-                "integer overflow: {a} {symbol} {b} does not fit in {}",
-                if *ty == Type::I32 { "i32" } else { "i64" }
-            ),
-            span,
-        )),
-    }
-}
-
-/// The values of a `parallel for`, or its first failure in index order.
-pub(crate) fn collect_iterations(
-    results: Vec<Option<Result<Value, ExecError>>>,
-) -> Result<Vec<Value>, ExecError> {
-    if let Some(e) = results.iter().flatten().find_map(|r| r.as_ref().err()) {
-        return Err(e.clone());
-    }
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(err("a parallel iteration panicked", None))))
-        .collect()
 }
 
 /// The evaluator as seen by builtins that call sap functions (the `aot` executor).

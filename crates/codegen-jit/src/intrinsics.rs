@@ -1,14 +1,11 @@
 //! The runtime side of the native ABI: the functions compiled code calls for everything
-//! that is not arithmetic or control flow.
+//! that is not arithmetic or control flow, declared once in the [`intrinsics!`] table
+//! that gives the code generator the [`Intr`] enum, each intrinsic's symbol and
+//! signature, and the JIT each one's address.
 //!
-//! In native code every value is one `i64`: `()` is 0, Booleans 0 or 1, integers
-//! sign-extended, `f64` its bits, enum values their variant index, and everything else
-//! (strings, lists, structs, options, JSON, tools, contexts) a pointer to a
-//! reference-counted [`Slot`] (`Arc::into_raw`), 0 meaning "no value yet". Compiled code
-//! retains and releases those pointers through [`sap_retain`] and [`sap_release`].
-//!
-//! Static information a call needs (types, spans, names) is passed as a pointer to a
-//! descriptor the compiler built and keeps alive as long as the code.
+//! Parameters say what compiled code passes: the [`Env`] and a descriptor as references
+//! (the descriptors live as long as the code), object words as `i64` (see `heap.rs`),
+//! arrays of words as [`Words`].
 //!
 //! No panic may cross into native code: every intrinsic that could panic catches it and
 //! turns it into a sap runtime error in [`Env`].
@@ -16,152 +13,110 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use lower::ir::{BinOp, Builtin, SrcSpan, Type};
+use lower::ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
 use runtime::value::StructValue;
 use runtime::{Context, TypeDesc, Value};
 
-use crate::eval::{Slot, int_op};
-use crate::host::{ExecError, Host, StackFrame, out_of_range};
-use crate::rawlist::RawList;
+use crate::abi::{
+    BinaryDesc, Env, FailDesc, FailKind, FrameDesc, HostCallDesc, InjectDesc, LlmDesc, LlmKind,
+    ParallelDesc, Program, StructDesc, TypeArg, Word,
+};
+use crate::heap::{self, ObjRef, RawList, Slot, Words, borrow, from_value, new_obj, to_value};
+use crate::host::{Engine, ExecError, Host, StackFrame, out_of_range};
+use crate::ops::int_op;
 
-/// What compiled code reads and writes directly, at fixed offsets (see `jit.rs`), then
-/// what only the intrinsics use.
-#[repr(C)]
-pub struct Env {
-    /// Nonzero when an error is pending: compiled code checks it after every intrinsic
-    /// call (a sap function also returns it).
-    pub failed: u64,
-    /// The call depth where compiled code hands over to the runtime (entering the
-    /// program, a tool the plan executor runs, a `parallel for` body); within compiled
-    /// code the budget left travels as a parameter.
-    pub depth: u64,
-    pub max_depth: u64,
-    /// Loop iterations so far; in a function with loops the count lives in a register
-    /// and is written here around calls that read or advance it.
-    pub iterations: u64,
-    pub max_iterations: u64,
-    /// Where a slow path's adapter leaves the intrinsic's result (see `jit.rs`).
-    pub out: i64,
-    pub host: *const Host,
-    pub program: *const crate::jit::JitProgram,
-    pub error: Option<ExecError>,
-}
-
-pub const OFFSET_FAILED: i32 = 0;
-pub const OFFSET_DEPTH: i32 = 8;
-pub const OFFSET_MAX_DEPTH: i32 = 16;
-pub const OFFSET_ITERATIONS: i32 = 24;
-pub const OFFSET_MAX_ITERATIONS: i32 = 32;
-pub const OFFSET_OUT: i32 = 40;
-
-impl Env {
-    pub fn new(host: &Host, program: &crate::jit::JitProgram) -> Env {
-        Env {
-            failed: 0,
-            depth: 0,
-            max_depth: host.limits.max_depth as u64,
-            iterations: 0,
-            max_iterations: host.limits.max_loop_iterations,
-            out: 0,
-            host,
-            program,
-            error: None,
+/// Declares the intrinsics once: `Variant => function as "symbol" (parameters) -> result`
+/// gives [`Intr`], and for each intrinsic its symbol, signature and address.
+macro_rules! intrinsics {
+    ($($name:ident => $f:path as $symbol:literal ($($param:ident),*) $(-> $result:ident)?;)*) => {
+        /// An intrinsic compiled code can call.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Intr {
+            $($name),*
         }
-    }
 
-    fn host(&self) -> &Host {
-        // SAFETY: the host outlives every run of compiled code (`JitProgram::run_main`).
-        unsafe { &*self.host }
-    }
+        impl Intr {
+            pub const ALL: &[Intr] = &[$(Intr::$name),*];
 
-    pub fn fail(&mut self, e: ExecError) {
-        if self.error.is_none() {
-            self.error = Some(e);
-        }
-        self.failed = 1;
-    }
-}
-
-// ---------------------------------------------------------------- objects
-
-pub fn new_obj(slot: Slot) -> i64 {
-    Arc::into_raw(Arc::new(slot)) as i64
-}
-
-/// # Safety
-/// `p` is 0 or a pointer from [`new_obj`] whose reference the caller holds.
-unsafe fn obj<'a>(p: i64) -> Option<&'a Slot> {
-    if p == 0 {
-        None
-    } else {
-        Some(unsafe { &*(p as *const Slot) })
-    }
-}
-
-pub extern "C" fn sap_retain(p: i64) {
-    if p != 0 {
-        // SAFETY: `p` came from `new_obj` and is alive (compiled code holds a reference).
-        unsafe { Arc::increment_strong_count(p as *const Slot) }
-    }
-}
-
-pub extern "C" fn sap_release(p: i64) {
-    if p != 0 {
-        // SAFETY: as above; this gives back one reference.
-        unsafe { Arc::decrement_strong_count(p as *const Slot) }
-    }
-}
-
-/// A native value as a sap value.
-pub fn to_value(host: &Host, ty: &Type, raw: i64) -> Value {
-    match ty {
-        Type::Unit => Value::Unit,
-        Type::Bool => Value::Bool(raw != 0),
-        Type::I32 | Type::I64 => Value::Int(raw),
-        Type::F64 => Value::Float(f64::from_bits(raw as u64)),
-        Type::Enum(id) => match host.types.get(*id as usize) {
-            Some(TypeDesc::Enum(e)) => Value::Enum {
-                ty: e.clone(),
-                variant: raw as u32,
-            },
-            _ => Value::Int(raw),
-        },
-        // SAFETY: heap-typed native values are object pointers.
-        _ => match unsafe { obj(raw) } {
-            Some(Slot::Val(v)) => v.clone(),
-            Some(Slot::Raw(list)) => {
-                let Type::List(elem) = ty else {
-                    return Value::Unit;
-                };
-                Value::List(Arc::new(
-                    list.as_slice()
-                        .iter()
-                        .map(|x| to_value(host, elem, *x))
-                        .collect(),
-                ))
+            /// The symbol compiled code imports it by.
+            pub fn symbol(self) -> &'static str {
+                match self {
+                    $(Intr::$name => $symbol),*
+                }
             }
-            _ => Value::Unit,
-        },
-    }
+
+            pub fn params(self) -> &'static [Word] {
+                match self {
+                    $(Intr::$name => &[$(Word::$param),*]),*
+                }
+            }
+
+            pub fn result(self) -> Option<Word> {
+                match self {
+                    $(Intr::$name => {
+                        let result: &[Word] = &[$(Word::$result)?];
+                        result.first().copied()
+                    }),*
+                }
+            }
+
+            /// Where the function is in this process (what the JIT links against).
+            pub fn address(self) -> *const u8 {
+                match self {
+                    $(Intr::$name => $f as *const u8),*
+                }
+            }
+        }
+    };
 }
 
-/// A sap value as a native value (an owned reference for heap types).
-pub fn from_value(ty: &Type, v: Value) -> i64 {
-    match (ty, &v) {
-        (Type::Unit, _) => 0,
-        (Type::Bool, Value::Bool(b)) => *b as i64,
-        (Type::I32 | Type::I64, Value::Int(n)) => *n,
-        (Type::F64, Value::Float(x)) => x.to_bits() as i64,
-        (Type::Enum(_), Value::Enum { variant, .. }) => *variant as i64,
-        _ if ty.is_heap() => new_obj(Slot::Val(v)),
-        _ => 0,
+intrinsics! {
+    Retain => heap::retain as "sap_retain" (Int);
+    Release => heap::release as "sap_release" (Int);
+    Fail => sap_fail as "sap_fail" (Int, Int, Int, Int);
+    Unwind => sap_unwind as "sap_unwind" (Int, Int);
+    Binary => sap_binary as "sap_binary" (Int, Int, Int, Int) -> Int;
+    Fmod => sap_fmod as "sap_fmod" (Float, Float) -> Float;
+    CallHost => sap_call_host as "sap_call_host" (Int, Int, Int) -> Int;
+    Push => sap_push as "sap_push" (Int, Int, Int, Int) -> Int;
+    List => sap_list as "sap_list" (Int, Int, Int, Int) -> Int;
+    Struct => sap_struct as "sap_struct" (Int, Int, Int) -> Int;
+    Field => sap_field as "sap_field" (Int, Int, Int, Int) -> Int;
+    Index => sap_index as "sap_index" (Int, Int, Int, Int) -> Int;
+    ListLen => sap_list_len as "sap_list_len" (Int) -> Int;
+    CtxNew => sap_ctx_new as "sap_ctx_new" () -> Int;
+    CtxChild => sap_ctx_child as "sap_ctx_child" (Int) -> Int;
+    Instruct => sap_instruct as "sap_instruct" (Int, Int);
+    Inject => sap_inject as "sap_inject" (Int, Int, Int, Int);
+    Llm => sap_llm as "sap_llm" (Int, Int, Int, Int) -> Int;
+    Arg => sap_arg as "sap_arg" (Int, Int, Int) -> Int;
+    Arm => sap_arm as "sap_arm" (Int) -> Int;
+    Parallel => sap_parallel as "sap_parallel" (Int, Int, Int, Int) -> Int;
+    Native => sap_native as "sap_native" (Int, Int, Int) -> Int;
+    Set => sap_set as "sap_set" (Int, Int, Int, Int, Int) -> Int;
+}
+
+/// The compiled program as a host `Engine`, for builtins that call sap functions (the
+/// `aot` executor): each call runs on its own `Env`, under the caller's depth and
+/// remaining iteration budget.
+struct CallBack<'a> {
+    program: &'a dyn Program,
+    host: &'a Host,
+    depth: u64,
+    max_iterations: u64,
+}
+
+impl Engine for CallBack<'_> {
+    fn call_function(&self, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError> {
+        self.program
+            .call_function(self.host, self.depth, self.max_iterations, f, args)
     }
 }
 
 fn guard(
-    env: &mut Env,
+    env: &mut Env<'_>,
     span: Option<SrcSpan>,
-    f: impl FnOnce(&mut Env) -> Result<i64, ExecError>,
+    f: impl FnOnce(&mut Env<'_>) -> Result<i64, ExecError>,
 ) -> i64 {
     match catch_unwind(AssertUnwindSafe(|| f(env))) {
         Ok(Ok(v)) => v,
@@ -179,86 +134,9 @@ fn guard(
     }
 }
 
-// ---------------------------------------------------------------- descriptors
-
-/// Why compiled code stopped, with what it knew.
-pub enum FailKind {
-    Overflow {
-        op: BinOp,
-        ty: Type,
-    },
-    Depth,
-    Iterations,
-    /// A broken invariant of the code generator, with its message.
-    Internal(String),
-}
-
-pub struct FailDesc {
-    pub kind: FailKind,
-    pub span: Option<SrcSpan>,
-}
-
-pub struct FrameDesc {
-    pub function: String,
-    pub span: Option<SrcSpan>,
-}
-
-pub struct HostCallDesc {
-    pub builtin: Option<Builtin>,
-    pub name: String,
-    pub args: Vec<Type>,
-    pub ret: Type,
-    pub span: Option<SrcSpan>,
-}
-
-pub struct TypeArg {
-    pub ty: Type,
-    pub span: Option<SrcSpan>,
-}
-
-pub struct BinaryDesc {
-    pub op: BinOp,
-    pub ty: Type,
-}
-
-pub struct StructDesc {
-    pub type_id: u32,
-    pub fields: Vec<Type>,
-}
-
-pub struct InjectDesc {
-    pub ty: Type,
-    pub function: String,
-    pub label: String,
-}
-
-pub enum LlmKind {
-    Produce(Type),
-    Decide,
-    Fill,
-    Choose,
-}
-
-pub struct LlmDesc {
-    pub kind: LlmKind,
-    pub site: u32,
-}
-
-pub struct ParallelDesc {
-    pub body: u32,
-    pub captures: Vec<Type>,
-    pub elem: Type,
-    pub result: Type,
-    pub span: Option<SrcSpan>,
-}
-
 // ---------------------------------------------------------------- intrinsics
 
-/// # Safety (all intrinsics below)
-/// `env` is the running program's environment; descriptor pointers come from the
-/// compiler and live as long as the code; object arguments are live references.
-pub unsafe extern "C" fn sap_fail(env: *mut Env, desc: *const FailDesc, a: i64, b: i64) {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_fail(env: &mut Env<'_>, desc: &FailDesc, a: i64, b: i64) {
     let message = match &desc.kind {
         FailKind::Overflow { op, ty } => match int_op(*op, ty, a, b, desc.span) {
             Err(e) => e.message,
@@ -271,8 +149,7 @@ pub unsafe extern "C" fn sap_fail(env: *mut Env, desc: *const FailDesc, a: i64, 
     env.fail(ExecError::new(message, desc.span));
 }
 
-pub unsafe extern "C" fn sap_unwind(env: *mut Env, desc: *const FrameDesc) {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_unwind(env: &mut Env<'_>, desc: &FrameDesc) {
     if let Some(e) = &mut env.error {
         if e.span.is_none() {
             e.span = desc.span;
@@ -284,10 +161,9 @@ pub unsafe extern "C" fn sap_unwind(env: *mut Env, desc: *const FrameDesc) {
     }
 }
 
-pub unsafe extern "C" fn sap_binary(env: *mut Env, desc: *const BinaryDesc, a: i64, b: i64) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_binary(env: &mut Env<'_>, desc: &BinaryDesc, a: i64, b: i64) -> i64 {
     guard(env, None, |env| {
-        let host = env.host();
+        let host = env.host;
         let (x, y) = (to_value(host, &desc.ty, a), to_value(host, &desc.ty, b));
         Ok(match desc.op {
             BinOp::Concat => match (&x, &y) {
@@ -320,29 +196,23 @@ pub extern "C" fn sap_fmod(a: f64, b: f64) -> f64 {
     a % b
 }
 
-pub unsafe extern "C" fn sap_call_host(
-    env: *mut Env,
-    desc: *const HostCallDesc,
-    args: *const i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
-    let raw = unsafe { std::slice::from_raw_parts(args, desc.args.len()) };
+pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Words) -> i64 {
+    let raw = args.get(desc.args.len());
     guard(env, desc.span, |env| {
         if desc.builtin == Some(Builtin::Toposort)
             && let Some(layers) = toposort_native(raw[0])
         {
             return layers.map_err(|e| ExecError::new(e, desc.span));
         }
-        let host = env.host();
+        let host = env.host;
         let values: Vec<Value> = desc
             .args
             .iter()
             .zip(raw)
             .map(|(t, r)| to_value(host, t, *r))
             .collect();
-        let engine = crate::jit::JitEngine {
-            // SAFETY: the program outlives every run of its code.
-            program: unsafe { &*env.program },
+        let engine = CallBack {
+            program: env.program,
             host,
             depth: env.depth,
             max_iterations: env.max_iterations.saturating_sub(env.iterations),
@@ -358,7 +228,7 @@ pub unsafe extern "C" fn sap_call_host(
 /// `toposort` of a native list, read and answered in place (no runtime values); `None`
 /// when the list came from the host.
 fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
-    let Some(Slot::Raw(deps)) = (unsafe { obj(deps) }) else {
+    let Some(Slot::Raw(deps)) = borrow(deps) else {
         return None;
     };
     let deps = deps.as_slice();
@@ -366,8 +236,8 @@ fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
     let mut targets = Vec::with_capacity(deps.len() * 2);
     offsets.push(0);
     for d in deps {
-        // SAFETY: the elements of a native `List<List<i64>>` are live list objects.
-        match unsafe { obj(*d) } {
+        // The elements of a native `List<List<i64>>` are list objects.
+        match borrow(*d) {
             Some(Slot::Raw(node)) => targets.extend_from_slice(node.as_slice()),
             Some(Slot::Val(Value::List(node))) => targets.extend(
                 node.iter()
@@ -378,55 +248,39 @@ fn toposort_native(deps: i64) -> Option<Result<i64, String>> {
         offsets.push(targets.len());
     }
     // Each layer as a list object, released if the graph turns out to have a cycle.
-    struct Layer(i64);
-    impl Drop for Layer {
-        fn drop(&mut self) {
-            sap_release(self.0);
-        }
-    }
     let layers = crate::toposort::layers_flat(&offsets, &targets, |layer| {
         let nodes = layer.iter().map(|&n| n as i64).collect();
-        Layer(new_obj(Slot::Raw(RawList::from_vec(nodes, false))))
+        ObjRef::new(Slot::Raw(RawList::from_vec(nodes, false)))
     });
     Some(layers.map(|layers| {
-        let layers = layers
-            .into_iter()
-            .map(|l| std::mem::ManuallyDrop::new(l).0)
-            .collect();
+        let layers = layers.into_iter().map(ObjRef::into_word).collect();
         new_obj(Slot::Raw(RawList::from_vec(layers, true)))
     }))
 }
 
-/// Appends `item` (borrowed) to the list in `list` (whose reference it takes over), in
+/// Appends `item` (borrowed) to the list in `list` (whose count it takes over), in
 /// place when nothing else holds it; the result is always a native list. Compiled code
-/// appends by itself when it can (see `rawlist::layout`), and calls this otherwise: the
+/// appends by itself when it can (see `codegen/lists.rs`), and calls this otherwise: the
 /// first element, a full buffer, a shared list, a list that came from the host.
-pub unsafe extern "C" fn sap_push(
-    env: *mut Env,
-    desc: *const TypeArg,
-    list: i64,
-    item: i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_push(env: &mut Env<'_>, desc: &TypeArg, list: i64, item: i64) -> i64 {
     guard(env, desc.span, |_| {
         let heap = desc.ty.is_heap();
         if heap {
             // The list's own reference.
-            sap_retain(item);
+            heap::retain(item);
         }
-        if list == 0 {
+        // We own one count of `list`.
+        let Some(mut list) = ObjRef::take(list) else {
             return Ok(new_obj(Slot::Raw(RawList::from_vec(vec![item], heap))));
-        }
-        // SAFETY: we own one reference to `list`.
-        let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
-        if let Some(Slot::Raw(items)) = Arc::get_mut(&mut arc) {
+        };
+        if let Some(Slot::Raw(items)) = list.get_mut() {
             debug_assert_eq!(items.heap(), heap, "a native list's element kind");
             items.push(item);
-            return Ok(Arc::into_raw(arc) as i64);
+            return Ok(list.into_word());
         }
-        let mut items = native_items(&arc, &desc.ty);
+        let mut items = native_items(&list, &desc.ty);
         items.push(item);
-        drop(arc);
+        drop(list);
         Ok(new_obj(Slot::Raw(RawList::from_vec(items, heap))))
     })
 }
@@ -445,11 +299,10 @@ fn native_items(list: &Slot, elem: &Type) -> Vec<i64> {
 
 /// A native list with the elements of `list` (borrowed): the same list, with a new
 /// reference, when it is native already; a copy when it came from the host.
-pub unsafe extern "C" fn sap_native(env: *mut Env, desc: *const TypeArg, list: i64) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
-    guard(env, desc.span, |_| match unsafe { obj(list) } {
+pub extern "C" fn sap_native(env: &mut Env<'_>, desc: &TypeArg, list: i64) -> i64 {
+    guard(env, desc.span, |_| match borrow(list) {
         Some(Slot::Raw(_)) => {
-            sap_retain(list);
+            heap::retain(list);
             Ok(list)
         }
         other => {
@@ -463,20 +316,19 @@ pub unsafe extern "C" fn sap_native(env: *mut Env, desc: *const TypeArg, list: i
 }
 
 /// `xs = set(xs, index, item)`: replaces an element of the list in `list` (whose
-/// reference it takes over; `item` is borrowed), in place when nothing else holds it;
+/// count it takes over; `item` is borrowed), in place when nothing else holds it;
 /// the result is always a native list. Compiled code replaces by itself when it can.
-pub unsafe extern "C" fn sap_set(
-    env: *mut Env,
-    desc: *const TypeArg,
+pub extern "C" fn sap_set(
+    env: &mut Env<'_>,
+    desc: &TypeArg,
     list: i64,
     index: i64,
     item: i64,
 ) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
     guard(env, desc.span, |_| {
         let heap = desc.ty.is_heap();
         // No list (0) has no elements.
-        let len = match unsafe { obj(list) } {
+        let len = match borrow(list) {
             Some(Slot::Raw(items)) => items.as_slice().len(),
             Some(Slot::Val(Value::List(values))) => values.len(),
             _ => 0,
@@ -485,58 +337,49 @@ pub unsafe extern "C" fn sap_set(
             // The variable keeps its reference; the run stops.
             return Err(ExecError::new(out_of_range(index, len), desc.span));
         };
-        // SAFETY: we own one reference to `list`, a live list object (it has elements).
-        let mut arc: Arc<Slot> = unsafe { Arc::from_raw(list as *const Slot) };
+        // We own one count of `list`, a live list object (it has elements).
+        let Some(mut list) = ObjRef::take(list) else {
+            return Err(ExecError::new("internal: set on no list", desc.span));
+        };
         if heap {
             // The list's own reference.
-            sap_retain(item);
+            heap::retain(item);
         }
-        if let Some(Slot::Raw(items)) = Arc::get_mut(&mut arc) {
+        if let Some(Slot::Raw(items)) = list.get_mut() {
             debug_assert_eq!(items.heap(), heap, "a native list's element kind");
             let old = std::mem::replace(&mut items.as_mut_slice()[at], item);
             if heap {
-                sap_release(old);
+                heap::release(old);
             }
-            return Ok(Arc::into_raw(arc) as i64);
+            return Ok(list.into_word());
         }
-        let mut items = native_items(&arc, &desc.ty);
+        let mut items = native_items(&list, &desc.ty);
         let old = std::mem::replace(&mut items[at], item);
         if heap {
-            sap_release(old);
+            heap::release(old);
         }
-        drop(arc);
+        drop(list);
         Ok(new_obj(Slot::Raw(RawList::from_vec(items, heap))))
     })
 }
 
-pub unsafe extern "C" fn sap_list(
-    env: *mut Env,
-    desc: *const TypeArg,
-    items: *const i64,
-    n: i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
-    let raw = unsafe { std::slice::from_raw_parts(items, n as usize) };
+pub extern "C" fn sap_list(env: &mut Env<'_>, desc: &TypeArg, items: Words, n: i64) -> i64 {
+    let raw = items.get(n as usize);
     guard(env, None, |_| {
         let heap = desc.ty.is_heap();
         if heap {
             for p in raw {
-                sap_retain(*p);
+                heap::retain(*p);
             }
         }
         Ok(new_obj(Slot::Raw(RawList::from_vec(raw.to_vec(), heap))))
     })
 }
 
-pub unsafe extern "C" fn sap_struct(
-    env: *mut Env,
-    desc: *const StructDesc,
-    fields: *const i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
-    let raw = unsafe { std::slice::from_raw_parts(fields, desc.fields.len()) };
+pub extern "C" fn sap_struct(env: &mut Env<'_>, desc: &StructDesc, fields: Words) -> i64 {
+    let raw = fields.get(desc.fields.len());
     guard(env, None, |env| {
-        let host = env.host();
+        let host = env.host;
         let Some(TypeDesc::Struct(s)) = host.types.get(desc.type_id as usize) else {
             return Err(ExecError::new("internal: not a struct type", None));
         };
@@ -553,14 +396,8 @@ pub unsafe extern "C" fn sap_struct(
     })
 }
 
-pub unsafe extern "C" fn sap_field(
-    env: *mut Env,
-    desc: *const TypeArg,
-    value: i64,
-    index: i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
-    guard(env, desc.span, |_| match unsafe { obj(value) } {
+pub extern "C" fn sap_field(env: &mut Env<'_>, desc: &TypeArg, value: i64, index: i64) -> i64 {
+    guard(env, desc.span, |_| match borrow(value) {
         Some(Slot::Val(Value::Struct(s))) => Ok(from_value(
             &desc.ty,
             s.fields.get(index as usize).cloned().unwrap_or(Value::Unit),
@@ -569,21 +406,15 @@ pub unsafe extern "C" fn sap_field(
     })
 }
 
-pub unsafe extern "C" fn sap_index(
-    env: *mut Env,
-    desc: *const TypeArg,
-    list: i64,
-    index: i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_index(env: &mut Env<'_>, desc: &TypeArg, list: i64, index: i64) -> i64 {
     let out_of_range = |len: usize| ExecError::new(out_of_range(index, len), desc.span);
-    guard(env, desc.span, |_| match unsafe { obj(list) } {
+    guard(env, desc.span, |_| match borrow(list) {
         Some(Slot::Raw(items)) => {
             let items = items.as_slice();
             match usize::try_from(index).ok().and_then(|i| items.get(i)) {
                 Some(x) => {
                     if desc.ty.is_heap() {
-                        sap_retain(*x);
+                        heap::retain(*x);
                     }
                     Ok(*x)
                 }
@@ -600,8 +431,8 @@ pub unsafe extern "C" fn sap_index(
     })
 }
 
-pub unsafe extern "C" fn sap_list_len(list: i64) -> i64 {
-    match unsafe { obj(list) } {
+pub extern "C" fn sap_list_len(list: i64) -> i64 {
+    match borrow(list) {
         Some(Slot::Val(Value::List(items))) => items.len() as i64,
         Some(Slot::Raw(items)) => items.as_slice().len() as i64,
         _ => 0,
@@ -612,25 +443,24 @@ pub extern "C" fn sap_ctx_new() -> i64 {
     new_obj(Slot::Ctx(Context::new()))
 }
 
-pub unsafe extern "C" fn sap_ctx_child(ctx: i64) -> i64 {
-    match unsafe { obj(ctx) } {
+pub extern "C" fn sap_ctx_child(ctx: i64) -> i64 {
+    match borrow(ctx) {
         Some(Slot::Ctx(c)) => new_obj(Slot::Ctx(c.child())),
         _ => new_obj(Slot::Ctx(Context::new())),
     }
 }
 
-pub unsafe extern "C" fn sap_instruct(ctx: i64, text: i64) {
-    if let (Some(Slot::Ctx(c)), Some(Slot::Val(Value::Str(t)))) = unsafe { (obj(ctx), obj(text)) } {
+pub extern "C" fn sap_instruct(ctx: i64, text: i64) {
+    if let (Some(Slot::Ctx(c)), Some(Slot::Val(Value::Str(t)))) = (borrow(ctx), borrow(text)) {
         c.instruct(t);
     }
 }
 
-pub unsafe extern "C" fn sap_inject(env: *mut Env, desc: *const InjectDesc, ctx: i64, value: i64) {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_inject(env: &mut Env<'_>, desc: &InjectDesc, ctx: i64, value: i64) {
     guard(env, None, |env| {
-        if let Some(Slot::Ctx(c)) = unsafe { obj(ctx) } {
+        if let Some(Slot::Ctx(c)) = borrow(ctx) {
             c.inject_value(
-                to_value(env.host(), &desc.ty, value),
+                to_value(env.host, &desc.ty, value),
                 &desc.function,
                 &desc.label,
             );
@@ -640,16 +470,10 @@ pub unsafe extern "C" fn sap_inject(env: *mut Env, desc: *const InjectDesc, ctx:
 }
 
 /// `schema` is the `Json` schema a produced `Json` must match (borrowed), or 0.
-pub unsafe extern "C" fn sap_llm(
-    env: *mut Env,
-    desc: *const LlmDesc,
-    ctx: i64,
-    schema: i64,
-) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
+pub extern "C" fn sap_llm(env: &mut Env<'_>, desc: &LlmDesc, ctx: i64, schema: i64) -> i64 {
     guard(env, None, |env| {
-        let host = env.host();
-        let Some(Slot::Ctx(c)) = (unsafe { obj(ctx) }) else {
+        let host = env.host;
+        let Some(Slot::Ctx(c)) = borrow(ctx) else {
             return Err(ExecError::new(
                 "internal: an LLM call without a context",
                 None,
@@ -670,9 +494,8 @@ pub unsafe extern "C" fn sap_llm(
     })
 }
 
-pub unsafe extern "C" fn sap_arg(desc: *const TypeArg, pack: i64, i: i64) -> i64 {
-    let desc = unsafe { &*desc };
-    match unsafe { obj(pack) } {
+pub extern "C" fn sap_arg(desc: &TypeArg, pack: i64, i: i64) -> i64 {
+    match borrow(pack) {
         Some(Slot::Pack(_, args)) => from_value(
             &desc.ty,
             args.get(i as usize).cloned().unwrap_or(Value::Unit),
@@ -681,33 +504,27 @@ pub unsafe extern "C" fn sap_arg(desc: *const TypeArg, pack: i64, i: i64) -> i64
     }
 }
 
-pub unsafe extern "C" fn sap_arm(pack: i64) -> i64 {
-    match unsafe { obj(pack) } {
+pub extern "C" fn sap_arm(pack: i64) -> i64 {
+    match borrow(pack) {
         Some(Slot::Pack(Some(arm), _)) => *arm as i64,
         _ => 0,
     }
 }
 
-pub unsafe extern "C" fn sap_parallel(
-    env: *mut Env,
-    desc: *const ParallelDesc,
+pub extern "C" fn sap_parallel(
+    env: &mut Env<'_>,
+    desc: &ParallelDesc,
     list: i64,
-    captures: *const i64,
+    captures: Words,
 ) -> i64 {
-    let (env, desc) = unsafe { (&mut *env, &*desc) };
-    let captured: Vec<i64> =
-        unsafe { std::slice::from_raw_parts(captures, desc.captures.len()) }.to_vec();
-    let program = env.program;
+    let captured = captures.get(desc.captures.len()).to_vec();
     guard(env, desc.span, |env| {
-        // SAFETY: the host outlives the run; it is not part of `env`'s mutable state.
-        let host: &Host = unsafe { &*env.host };
+        let (host, program) = (env.host, env.program);
         let items: Vec<Value> = match to_value(host, &Type::List(Box::new(desc.elem.clone())), list)
         {
             Value::List(items) => Arc::unwrap_or_clone(items),
             _ => Vec::new(),
         };
-        // SAFETY: the program outlives the run.
-        let program = unsafe { &*program };
         let results = program.run_parallel(host, env, desc, &captured, &items)?;
         Ok(new_obj(Slot::Val(Value::List(Arc::new(results)))))
     })

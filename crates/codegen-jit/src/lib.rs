@@ -3,17 +3,30 @@
 //! - [`host`]: what a running program is given — the module, the LLM runtime, externs,
 //!   limits, output — and every operation that is not arithmetic or control flow
 //!   (builtins, LLM calls, extern calls), shared by every engine;
-//! - [`jit`]: the Cranelift backend, which compiles the IR to native code (what
-//!   `sapc run` uses);
 //! - [`eval`]: the reference evaluator, which defines each operation's meaning and is
-//!   the oracle the native code generator is tested against (`--engine eval`).
+//!   the oracle the native code generator is tested against (`--engine eval`);
+//! - [`jit`]: the Cranelift backend, which compiles the IR to native code (what
+//!   `sapc run` uses), built from `heap` (objects and native lists: the one module that
+//!   reads raw pointers), `abi` (the `Env` and descriptors compiled code shares with the
+//!   runtime), `intrinsics` (the runtime functions compiled code calls, declared once)
+//!   and `codegen` (IR → Cranelift, for any `cranelift_module::Module`).
+//!
+//! Layers point one way: `eval` → `ops`, `heap`, `host`; `jit` → `codegen` →
+//! `intrinsics` → `abi`, `heap`, `ops`, `host`. `unsafe` is denied everywhere except
+//! `heap` and the few lines of `jit` that call compiled code.
 
+#![deny(unsafe_code)]
+
+mod abi;
+mod codegen;
 pub mod eval;
+#[allow(unsafe_code)]
+mod heap;
 pub mod host;
 mod intrinsics;
 pub mod jit;
 mod jsonpath;
-mod rawlist;
+mod ops;
 mod toposort;
 
 pub use eval::Evaluator;

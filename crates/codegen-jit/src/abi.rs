@@ -1,0 +1,173 @@
+//! The contract between compiled code and the runtime, as data: the [`Env`] every
+//! compiled function receives (its first fields at fixed offsets compiled code reads
+//! and writes), the descriptors compiled code passes to intrinsics, and how a native
+//! value is passed ([`Word`]). How objects are laid out is `heap.rs`'s; which
+//! intrinsics exist is `intrinsics.rs`'s table.
+//!
+//! The native signature of a sap function is `fn(env, depth_left, params…) -> (result,
+//! failed)`: how many more nested calls the depth budget allows, and whether the call
+//! failed, travel in registers. A trampoline `fn(env, args) -> result` calls it from
+//! Rust with the arguments in an array.
+
+use lower::ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
+use runtime::Value;
+
+use crate::host::{ExecError, Host};
+
+/// How an intrinsic's parameter or result is passed: a word in an integer register, or
+/// an `f64` in a float register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    Int,
+    Float,
+}
+
+/// The compiled program as the runtime sees it: intrinsics call back into sap functions
+/// through it (the plan executor's tools, `parallel for` bodies) without depending on
+/// how the program was compiled or loaded.
+pub trait Program: Sync {
+    /// Calls `f` with `args` on a fresh `Env` under the caller's depth and remaining
+    /// iteration budget.
+    fn call_function(
+        &self,
+        host: &Host,
+        depth: u64,
+        max_iterations: u64,
+        f: FuncId,
+        args: Vec<Value>,
+    ) -> Result<Value, ExecError>;
+
+    /// Runs a `parallel for`'s iterations, adding the iterations they used to `env`'s.
+    fn run_parallel(
+        &self,
+        host: &Host,
+        env: &mut Env<'_>,
+        desc: &ParallelDesc,
+        captured: &[i64],
+        items: &[Value],
+    ) -> Result<Vec<Value>, ExecError>;
+}
+
+/// What compiled code reads and writes directly, at the `OFFSET_*` offsets, then what
+/// only the intrinsics use. One per thread running compiled code.
+#[repr(C)]
+pub struct Env<'a> {
+    /// Nonzero when an error is pending: compiled code checks it after every intrinsic
+    /// call (a sap function also returns it).
+    pub failed: u64,
+    /// The call depth where compiled code hands over to the runtime (entering the
+    /// program, a tool the plan executor runs, a `parallel for` body); within compiled
+    /// code the budget left travels as a parameter.
+    pub depth: u64,
+    pub max_depth: u64,
+    /// Loop iterations so far; in a function with loops the count lives in a register
+    /// and is written here around calls that read or advance it.
+    pub iterations: u64,
+    pub max_iterations: u64,
+    /// Where a slow path's adapter leaves the intrinsic's result (see `codegen`).
+    pub out: i64,
+    pub host: &'a Host,
+    pub program: &'a dyn Program,
+    pub error: Option<ExecError>,
+}
+
+pub const OFFSET_FAILED: i32 = std::mem::offset_of!(Env<'static>, failed) as i32;
+pub const OFFSET_DEPTH: i32 = std::mem::offset_of!(Env<'static>, depth) as i32;
+pub const OFFSET_MAX_DEPTH: i32 = std::mem::offset_of!(Env<'static>, max_depth) as i32;
+pub const OFFSET_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, iterations) as i32;
+pub const OFFSET_MAX_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, max_iterations) as i32;
+pub const OFFSET_OUT: i32 = std::mem::offset_of!(Env<'static>, out) as i32;
+
+impl<'a> Env<'a> {
+    pub fn new(host: &'a Host, program: &'a dyn Program) -> Env<'a> {
+        Env {
+            failed: 0,
+            depth: 0,
+            max_depth: host.limits.max_depth as u64,
+            iterations: 0,
+            max_iterations: host.limits.max_loop_iterations,
+            out: 0,
+            host,
+            program,
+            error: None,
+        }
+    }
+
+    pub fn fail(&mut self, e: ExecError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        self.failed = 1;
+    }
+}
+
+/// Why compiled code stopped, with what it knew.
+pub enum FailKind {
+    Overflow {
+        op: BinOp,
+        ty: Type,
+    },
+    Depth,
+    Iterations,
+    /// A broken invariant of the code generator, with its message.
+    Internal(String),
+}
+
+pub struct FailDesc {
+    pub kind: FailKind,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct FrameDesc {
+    pub function: String,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct HostCallDesc {
+    pub builtin: Option<Builtin>,
+    pub name: String,
+    pub args: Vec<Type>,
+    pub ret: Type,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct TypeArg {
+    pub ty: Type,
+    pub span: Option<SrcSpan>,
+}
+
+pub struct BinaryDesc {
+    pub op: BinOp,
+    pub ty: Type,
+}
+
+pub struct StructDesc {
+    pub type_id: u32,
+    pub fields: Vec<Type>,
+}
+
+pub struct InjectDesc {
+    pub ty: Type,
+    pub function: String,
+    pub label: String,
+}
+
+pub enum LlmKind {
+    Produce(Type),
+    Decide,
+    Fill,
+    Choose,
+}
+
+pub struct LlmDesc {
+    pub kind: LlmKind,
+    pub site: u32,
+}
+
+pub struct ParallelDesc {
+    pub body: u32,
+    pub captures: Vec<Type>,
+    pub elem: Type,
+    pub result: Type,
+    pub span: Option<SrcSpan>,
+}

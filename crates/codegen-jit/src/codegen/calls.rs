@@ -1,0 +1,153 @@
+//! Calls out of compiled code: intrinsics, the slow paths of inline operations (through
+//! adapters that preserve every register), the depth and iteration budgets carried
+//! across them, and the error exits that record a frame on the sap stack.
+
+use cranelift_codegen::ir;
+use cranelift_codegen::ir::InstBuilder;
+use cranelift_codegen::ir::condcodes::IntCC;
+use lower::ir::SrcSpan;
+
+use super::function::{FnCg, span_of};
+use super::{SLOW_PATHS, keep_ptr};
+use crate::abi::{
+    FailDesc, FailKind, FrameDesc, OFFSET_DEPTH, OFFSET_FAILED, OFFSET_ITERATIONS,
+    OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT,
+};
+use crate::intrinsics::Intr;
+
+impl FnCg<'_, '_> {
+    /// Calls an intrinsic; one given the `Env` sees the iteration count as it is.
+    pub(super) fn call(&mut self, which: Intr, args: &[ir::Value]) -> Option<ir::Value> {
+        let with_env = args.first() == Some(&self.env);
+        if with_env {
+            self.save_iterations();
+        }
+        let r = self.callees.intrinsics[which as usize];
+        let inst = self.b.ins().call(r, args);
+        let result = self.b.inst_results(inst).first().copied();
+        if with_env {
+            self.reload_iterations();
+        }
+        result
+    }
+
+    /// Calls the adapter of a slow path (see `SLOW_PATHS`) with the `Env` and up to
+    /// three arguments, and returns what the intrinsic returned. Registers survive it.
+    pub(super) fn slow_call(&mut self, which: Intr, args: &[ir::Value]) -> ir::Value {
+        let index = SLOW_PATHS
+            .iter()
+            .position(|w| *w == which)
+            .expect("a slow path");
+        let mut values = vec![self.env];
+        values.extend_from_slice(args);
+        while values.len() < 5 {
+            values.push(self.env);
+        }
+        // These intrinsics neither read nor count iterations: the count stays where it is
+        // (a value redefined here would have to be merged at every join).
+        let r = self.callees.slow_paths[index];
+        self.b.ins().call(r, &values);
+        self.load_env(OFFSET_OUT)
+    }
+
+    /// Tells the runtime the depth of a call it makes on this function's behalf (a tool
+    /// the plan executor runs, a `parallel for` body).
+    pub(super) fn publish_depth(&mut self) {
+        let max = self.load_env(OFFSET_MAX_DEPTH);
+        let depth = self.b.ins().isub(max, self.deeper);
+        self.store_env(depth, OFFSET_DEPTH);
+    }
+
+    /// Writes the count back: the register holds the iterations left, so the count is
+    /// the budget minus it.
+    pub(super) fn save_iterations(&mut self) {
+        if let Some(var) = self.iterations {
+            let left = self.b.use_var(var);
+            let max = self.load_env(OFFSET_MAX_ITERATIONS);
+            let n = self.b.ins().isub(max, left);
+            self.store_env(n, OFFSET_ITERATIONS);
+        }
+    }
+
+    /// Reads the iterations left (none when the count has reached the budget: the
+    /// iterations of a `parallel for` are added after they ran).
+    pub(super) fn reload_iterations(&mut self) {
+        if let Some(var) = self.iterations {
+            let n = self.load_env(OFFSET_ITERATIONS);
+            let max = self.load_env(OFFSET_MAX_ITERATIONS);
+            let left = self.b.ins().isub(max, n);
+            let spent = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, n, max);
+            let zero = self.iconst(0);
+            let left = self.b.ins().select(spent, zero, left);
+            self.b.def_var(var, left);
+        }
+    }
+
+    /// Branches to an error exit (after recording `frame` on the sap stack) when an
+    /// error is pending.
+    pub(super) fn check_failed(&mut self, span: Option<SrcSpan>) {
+        let failed = self.load_env(OFFSET_FAILED);
+        self.unwind_if(failed, span);
+    }
+
+    /// Branches to an error exit when `failed` is nonzero (a sap callee's second result,
+    /// or the `Env`'s flag).
+    pub(super) fn unwind_if(&mut self, failed: ir::Value, span: Option<SrcSpan>) {
+        let error = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(failed, error, &[], ok, &[]);
+        self.b.switch_to_block(error);
+        self.b.set_cold_block(error);
+        self.unwind(span);
+        self.b.switch_to_block(ok);
+        if self.cold {
+            self.b.set_cold_block(ok);
+        }
+    }
+
+    /// Records this function on the sap stack and returns from it with the error.
+    pub(super) fn unwind(&mut self, span: Option<SrcSpan>) {
+        let desc = keep_ptr!(
+            self.keep.frames,
+            FrameDesc {
+                function: self.f.name.clone(),
+                span: span_of(span, self.f)
+            }
+        );
+        let d = self.iconst(desc);
+        self.call(Intr::Unwind, &[self.env, d]);
+        let zero = self.iconst(0);
+        let failed = self.iconst(1);
+        self.b.ins().return_(&[zero, failed]);
+    }
+
+    /// Fails with `kind` when `condition` is nonzero.
+    pub(super) fn fail_if(
+        &mut self,
+        condition: ir::Value,
+        kind: FailKind,
+        span: Option<SrcSpan>,
+        a: ir::Value,
+        b: ir::Value,
+    ) {
+        let fail = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(condition, fail, &[], ok, &[]);
+        self.b.switch_to_block(fail);
+        self.b.set_cold_block(fail);
+        let desc = keep_ptr!(self.keep.fails, FailDesc { kind, span });
+        let d = self.iconst(desc);
+        self.call(Intr::Fail, &[self.env, d, a, b]);
+        self.unwind(span);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Fails with `kind` here, ending the block.
+    pub(super) fn fail_now(&mut self, kind: FailKind, span: Option<SrcSpan>) {
+        let desc = keep_ptr!(self.keep.fails, FailDesc { kind, span });
+        let d = self.iconst(desc);
+        let zero = self.iconst(0);
+        self.call(Intr::Fail, &[self.env, d, zero, zero]);
+        self.unwind(span);
+    }
+}

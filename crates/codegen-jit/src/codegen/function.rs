@@ -1,0 +1,325 @@
+//! The code generator of one IR function: [`FnCg`] walks its blocks and terminators,
+//! keeps the IR's values in Cranelift values (or in variables when they cross blocks),
+//! and owns the function's ownership discipline at block ends and returns. What each
+//! instruction becomes is `instructions.rs`; calls out and error exits `calls.rs`;
+//! arithmetic `arith.rs`; lists `lists.rs`; which loads need no count `ownership.rs`.
+
+use std::collections::{HashMap, HashSet};
+
+use cranelift_codegen::ir;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData, StackSlotKind};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use lower::ir::{Function, Module, SrcSpan, Terminator, Type};
+
+use super::ownership::{borrowed_loads, cross_block_values};
+use super::{I64, Keep};
+use crate::abi::FailKind;
+use crate::intrinsics::Intr;
+
+pub(super) struct FnCg<'a, 'b> {
+    pub(super) b: FunctionBuilder<'b>,
+    pub(super) module: &'a Module,
+    pub(super) f: &'a Function,
+    pub(super) keep: &'a mut Keep,
+    pub(super) callees: Callees,
+    pub(super) env: ir::Value,
+    pub(super) vars: Vec<Variable>,
+    /// Values used outside the block that defines them live in variables.
+    pub(super) cross: HashMap<u32, Variable>,
+    pub(super) values: HashMap<u32, ir::Value>,
+    pub(super) blocks: Vec<ir::Block>,
+    /// The run's loop-iteration count, kept in a register in a function with loops:
+    /// written back to the `Env` around every call that can read or advance it, and on
+    /// return. A function without loops leaves it in the `Env`.
+    pub(super) iterations: Option<Variable>,
+    /// How many more nested calls the depth budget allows this function's callees.
+    pub(super) deeper: ir::Value,
+    /// Loads in the current block that borrow the variable's reference (see
+    /// `borrowed_loads`).
+    pub(super) borrowed: HashSet<u32>,
+    /// The value the instruction being compiled defines.
+    pub(super) current_dest: u32,
+    /// Whether code is being emitted on the slow side of a fast path: blocks made there
+    /// are laid out after the hot code.
+    pub(super) cold: bool,
+    /// The local each `Load` reads, by the value it defines.
+    pub(super) loaded_from: HashMap<u32, u32>,
+    /// For the hidden local holding the list a `for` loop walks: a variable with the
+    /// list's element buffer when it is native, else 0. The local is assigned once per
+    /// loop and holds its own reference, so nothing can append to that list in place
+    /// (that needs the only reference) and the buffer stays put for the whole loop.
+    pub(super) buffers: HashMap<u32, Variable>,
+    /// For each local appended to in place, the parts of its list (see `Appender`).
+    pub(super) appenders: HashMap<u32, Appender>,
+}
+
+/// What a function's code calls, declared in it.
+pub(super) struct Callees {
+    /// The intrinsics, by `Intr`.
+    pub(super) intrinsics: Vec<ir::FuncRef>,
+    /// The sap functions, by `FuncId`.
+    pub(super) functions: Vec<ir::FuncRef>,
+    /// The adapters of `SLOW_PATHS`, in order.
+    pub(super) slow_paths: Vec<ir::FuncRef>,
+}
+
+pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
+    inst_span.or(Some(f.span))
+}
+
+/// The buffer, length and capacity of the list in a local that `xs = push(xs, x)`
+/// appends to, as compiled code last saw them; all 0 (no room) when the list is not
+/// native or not seen yet (a parameter), which sends the next append to the runtime.
+/// They stay true while the local holds the same list: only an append through this
+/// local can change a list it holds alone (anyone else's append finds the list shared
+/// and copies it); every assignment to the local and every append the runtime makes
+/// reads them again.
+#[derive(Clone, Copy)]
+pub(super) struct Appender {
+    pub(super) items: Variable,
+    pub(super) len: Variable,
+    pub(super) cap: Variable,
+}
+
+impl<'a, 'b> FnCg<'a, 'b> {
+    pub(super) fn new(
+        b: FunctionBuilder<'b>,
+        module: &'a Module,
+        f: &'a Function,
+        keep: &'a mut Keep,
+        callees: Callees,
+    ) -> Self {
+        FnCg {
+            b,
+            module,
+            f,
+            keep,
+            callees,
+            env: ir::Value::from_u32(0),
+            vars: Vec::new(),
+            cross: HashMap::new(),
+            values: HashMap::new(),
+            blocks: Vec::new(),
+            iterations: None,
+            deeper: ir::Value::from_u32(0),
+            borrowed: Default::default(),
+            current_dest: u32::MAX,
+            cold: false,
+            loaded_from: HashMap::new(),
+            buffers: HashMap::new(),
+            appenders: HashMap::new(),
+        }
+    }
+
+    pub(super) fn iconst(&mut self, n: i64) -> ir::Value {
+        self.b.ins().iconst(I64, n)
+    }
+
+    pub(super) fn load_env(&mut self, offset: i32) -> ir::Value {
+        self.b
+            .ins()
+            .load(I64, MemFlags::trusted(), self.env, offset)
+    }
+
+    pub(super) fn store_env(&mut self, value: ir::Value, offset: i32) {
+        self.b
+            .ins()
+            .store(MemFlags::trusted(), value, self.env, offset);
+    }
+
+    pub(super) fn value(&mut self, id: u32) -> ir::Value {
+        match self.cross.get(&id) {
+            Some(var) => self.b.use_var(*var),
+            None => self
+                .values
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| self.b.ins().iconst(I64, 0)),
+        }
+    }
+
+    pub(super) fn define(&mut self, id: u32, ty: &Type, v: ir::Value) {
+        match self.cross.get(&id).copied() {
+            Some(var) => {
+                if ty.is_heap() {
+                    let old = self.b.use_var(var);
+                    self.call(Intr::Release, &[old]);
+                }
+                self.b.def_var(var, v);
+            }
+            None => {
+                self.values.insert(id, v);
+            }
+        }
+    }
+
+    pub(super) fn array(&mut self, values: &[ir::Value]) -> ir::Value {
+        let size = (values.len().max(1) * 8) as u32;
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            size,
+            3,
+        ));
+        for (i, v) in values.iter().enumerate() {
+            self.b.ins().stack_store(I64, *v, slot, (i * 8) as i32);
+        }
+        self.b.ins().stack_addr(I64, slot, 0)
+    }
+
+    pub(super) fn body(&mut self) -> Result<(), String> {
+        let f = self.f;
+        let cross_ids = cross_block_values(f);
+
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.blocks = f.blocks.iter().map(|_| self.b.create_block()).collect();
+        self.b.switch_to_block(entry);
+        self.env = self.b.block_params(entry)[0];
+        let depth_left = self.b.block_params(entry)[1];
+        let params: Vec<ir::Value> = self.b.block_params(entry)[2..].to_vec();
+        for local in &f.locals {
+            let _ = local;
+            let var = self.b.declare_var(I64);
+            self.vars.push(var);
+        }
+        let zero = self.iconst(0);
+        for (i, var) in self.vars.clone().into_iter().enumerate() {
+            if i < params.len() {
+                if f.locals[i].ty.is_heap() {
+                    self.call(Intr::Retain, &[params[i]]);
+                }
+                self.b.def_var(var, params[i]);
+            } else {
+                self.b.def_var(var, zero);
+            }
+        }
+        for id in cross_ids {
+            let var = self.b.declare_var(I64);
+            self.b.def_var(var, zero);
+            self.cross.insert(id, var);
+        }
+        self.declare_list_caches(zero);
+        let has_loops = f
+            .blocks
+            .iter()
+            .any(|b| matches!(b.term, Terminator::Loop(_)));
+        if has_loops {
+            self.iterations = Some(self.b.declare_var(I64));
+            self.reload_iterations();
+        }
+        // Recursion depth: the caller passes how many more nested calls the budget
+        // allows; none left is an error, and callees get one fewer. Nothing is loaded
+        // or stored, so calls do not wait on memory.
+        let too_deep = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
+        self.fail_if(too_deep, FailKind::Depth, Some(f.span), zero, zero);
+        self.deeper = self.b.ins().iadd_imm_s(depth_left, -1);
+        let first = self.blocks[0];
+        self.b.ins().jump(first, &[]);
+
+        for (bi, block) in f.blocks.iter().enumerate() {
+            self.b.switch_to_block(self.blocks[bi]);
+            let mut temps: Vec<u32> = Vec::new();
+            self.borrowed = borrowed_loads(block, &self.cross);
+            for inst in &block.insts {
+                self.current_dest = inst.dest.as_ref().map_or(u32::MAX, |d| d.0);
+                let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
+                if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
+                    self.define(*id, ty, v);
+                    if ty.is_heap() && !self.cross.contains_key(id) && !self.borrowed.contains(id) {
+                        temps.push(*id);
+                    }
+                }
+            }
+            match &block.term {
+                Terminator::Return(v) => {
+                    let ret_ty = &f.ret;
+                    let result = self.value(*v);
+                    if ret_ty.is_heap() {
+                        self.call(Intr::Retain, &[result]);
+                    }
+                    self.release_temps(&temps);
+                    for (i, local) in f.locals.iter().enumerate() {
+                        if local.ty.is_heap() {
+                            let v = self.b.use_var(self.vars[i]);
+                            self.call(Intr::Release, &[v]);
+                        }
+                    }
+                    for (id, var) in self.cross.clone() {
+                        if self.value_type(id).is_some_and(|t| t.is_heap()) {
+                            let v = self.b.use_var(var);
+                            self.call(Intr::Release, &[v]);
+                        }
+                    }
+                    self.save_iterations();
+                    let ok = self.iconst(0);
+                    self.b.ins().return_(&[result, ok]);
+                }
+                Terminator::Jump(t) | Terminator::Loop(t) => {
+                    self.release_temps(&temps);
+                    if matches!(block.term, Terminator::Loop(_)) {
+                        // Count the iteration against the budget: one fewer left.
+                        let var = self.iterations.expect("a function with loops");
+                        let left = self.b.use_var(var);
+                        let none = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+                        self.fail_if(none, FailKind::Iterations, Some(f.span), left, left);
+                        let fewer = self.b.ins().iadd_imm_s(left, -1);
+                        self.b.def_var(var, fewer);
+                    }
+                    let target = self.blocks[*t as usize];
+                    self.b.ins().jump(target, &[]);
+                }
+                Terminator::Branch(c, t, e) => {
+                    let c = self.value(*c);
+                    self.release_temps(&temps);
+                    let (t, e) = (self.blocks[*t as usize], self.blocks[*e as usize]);
+                    self.b.ins().brif(c, t, &[], e, &[]);
+                }
+                Terminator::Switch(v, targets) => {
+                    let v = self.value(*v);
+                    self.release_temps(&temps);
+                    // A chain of comparisons: selects have a handful of arms.
+                    for (i, target) in targets.iter().enumerate() {
+                        let target = self.blocks[*target as usize];
+                        if i + 1 == targets.len() {
+                            self.b.ins().jump(target, &[]);
+                        } else {
+                            let is = self.b.ins().icmp_imm_s(IntCC::Equal, v, i as i64);
+                            let next = self.b.create_block();
+                            self.b.ins().brif(is, target, &[], next, &[]);
+                            self.b.switch_to_block(next);
+                        }
+                    }
+                    if targets.is_empty() {
+                        self.fail_now(
+                            FailKind::Internal("internal: no arm".to_owned()),
+                            span_of(None, f),
+                        );
+                    }
+                }
+                Terminator::Unreachable => {
+                    let message = format!("internal: `{}` reached an unreachable block", f.name);
+                    self.fail_now(FailKind::Internal(message), Some(f.span));
+                }
+            }
+        }
+        self.b.seal_all_blocks();
+        Ok(())
+    }
+
+    pub(super) fn value_type(&self, id: u32) -> Option<&Type> {
+        self.f
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .find_map(|i| i.dest.as_ref().filter(|d| d.0 == id).map(|d| &d.1))
+    }
+
+    pub(super) fn release_temps(&mut self, temps: &[u32]) {
+        for id in temps {
+            if let Some(v) = self.values.get(id).copied() {
+                self.call(Intr::Release, &[v]);
+            }
+        }
+    }
+}
