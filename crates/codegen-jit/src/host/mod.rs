@@ -1,0 +1,432 @@
+//! What a running sap program is given by its host: the module, the LLM runtime, the
+//! extern functions, the limits (recursion depth, loop iterations), and where `print`
+//! writes. Shared by every execution engine; all the operations that are not arithmetic
+//! or control flow live here, once: the LLM call sites here, the standard externs in
+//! `standard` (with the tools a plan runs), the host's own externs in `externs`.
+
+mod externs;
+mod standard;
+
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use lower::ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use runtime::schema::ArmDesc;
+use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
+use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
+use syntax::LineIndex;
+
+pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
+
+/// How a builtin calls back into the engine running the program: the `aot` executor
+/// runs sap functions offered as tools. Context parameters get a new, empty context.
+pub trait Engine: Sync {
+    fn call_function(&self, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError>;
+}
+
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Nested calls at once; deeper recursion is an error, not a stack overflow.
+    pub max_depth: u32,
+    /// Loop iterations over the whole run (`while` and `for`).
+    pub max_loop_iterations: u64,
+    /// `parallel for` iterations in flight at once.
+    pub concurrency: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 10_000,
+            max_loop_iterations: 1_000_000_000,
+            concurrency: 16,
+        }
+    }
+}
+
+/// One frame of the sap call stack, for errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackFrame {
+    pub function: String,
+    /// Where the call to the next frame is (or the error, for the innermost).
+    pub span: Option<SrcSpan>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecError {
+    pub message: String,
+    /// Where it happened.
+    pub span: Option<SrcSpan>,
+    /// Innermost first.
+    pub stack: Vec<StackFrame>,
+    /// The model's last answer, for LLM failures.
+    pub raw_answer: Option<String>,
+}
+
+impl ExecError {
+    pub fn new(message: impl Into<String>, span: Option<SrcSpan>) -> ExecError {
+        ExecError {
+            message: message.into(),
+            span,
+            stack: Vec::new(),
+            raw_answer: None,
+        }
+    }
+
+    fn from_runtime(e: RuntimeError, span: SrcSpan) -> ExecError {
+        ExecError {
+            message: e.message,
+            span: Some(span),
+            stack: Vec::new(),
+            raw_answer: e.raw_answer,
+        }
+    }
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub struct Host {
+    pub module: Arc<Module>,
+    pub runtime: Option<Arc<Runtime>>,
+    pub tokio: tokio::runtime::Handle,
+    pub externs: Externs,
+    pub limits: Limits,
+    /// Runtime descriptions of the module's types, by `TypeId`.
+    pub types: Vec<TypeDesc>,
+    output: Mutex<Box<dyn Write + Send>>,
+    input: Mutex<Box<dyn BufRead + Send>>,
+    /// When the host was made: `clock_ms` counts from here.
+    started: std::time::Instant,
+    /// Source texts by file, for line and column in LLM call sites.
+    lines: Vec<Option<(String, LineIndex)>>,
+}
+
+impl Host {
+    pub fn new(
+        module: Arc<Module>,
+        runtime: Option<Arc<Runtime>>,
+        tokio: tokio::runtime::Handle,
+        externs: Externs,
+        limits: Limits,
+    ) -> Host {
+        let types = type_descs(&module);
+        Host {
+            module,
+            runtime,
+            tokio,
+            externs,
+            limits,
+            types,
+            output: Mutex::new(Box::new(std::io::stdout())),
+            input: Mutex::new(Box::new(std::io::BufReader::new(std::io::stdin()))),
+            started: std::time::Instant::now(),
+            lines: Vec::new(),
+        }
+    }
+
+    pub fn with_output(mut self, out: Box<dyn Write + Send>) -> Host {
+        self.output = Mutex::new(out);
+        self
+    }
+
+    pub fn with_input(mut self, input: Box<dyn BufRead + Send>) -> Host {
+        self.input = Mutex::new(input);
+        self
+    }
+
+    /// The source texts, by the module's file index, for line and column numbers.
+    pub fn with_sources(mut self, sources: Vec<Option<String>>) -> Host {
+        self.lines = sources
+            .into_iter()
+            .map(|s| {
+                s.map(|t| {
+                    let idx = LineIndex::new(&t);
+                    (t, idx)
+                })
+            })
+            .collect();
+        self
+    }
+
+    pub fn desc(&self, t: &Type) -> TypeDesc {
+        desc_of(&self.types, t)
+    }
+
+    fn call_site(&self, site: &LlmSite) -> CallSite {
+        let span = site.span;
+        let file = self
+            .module
+            .files
+            .get(span.file as usize)
+            .cloned()
+            .unwrap_or_default();
+        let (line, column) = match self.lines.get(span.file as usize).and_then(Option::as_ref) {
+            Some((text, idx)) => {
+                let lc = idx.line_col(text, span.start);
+                (lc.line + 1, lc.col + 1)
+            }
+            None => (0, 0),
+        };
+        CallSite {
+            function: site.function.clone(),
+            file,
+            line,
+            column,
+            span: (span.start, span.end),
+        }
+    }
+
+    fn runtime(&self, span: SrcSpan) -> Result<&Runtime, ExecError> {
+        self.runtime.as_deref().ok_or_else(|| {
+            ExecError::new(
+                "this program calls the model, but no LLM provider is configured",
+                Some(span),
+            )
+        })
+    }
+
+    fn params(&self, params: &[ir::Param]) -> Vec<ParamDesc> {
+        params
+            .iter()
+            .map(|p| ParamDesc {
+                name: p.name.clone(),
+                doc: p.doc.clone(),
+                ty: self.desc(&p.ty),
+            })
+            .collect()
+    }
+
+    /// Blocks on an LLM call. Engines run on plain threads, never on a tokio worker.
+    fn block<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, RuntimeError>>,
+        span: SrcSpan,
+    ) -> Result<T, ExecError> {
+        self.tokio
+            .block_on(f)
+            .map_err(|e| ExecError::from_runtime(e, span))
+    }
+
+    /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema
+    /// the program passed for it.
+    pub fn produce(
+        &self,
+        site: u32,
+        ctx: &Context,
+        schema: Option<&Value>,
+    ) -> Result<Value, ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        let SiteKind::Produce { ret } = &s.kind else {
+            return Err(ExecError::new("internal: not a produce site", Some(s.span)));
+        };
+        if let Some(Value::Json(schema)) = schema {
+            let site = self.call_site(s);
+            return self.block(rt.produce_matching(&site, ctx, &s.subject, schema), s.span);
+        }
+        let ty = self.desc(ret);
+        self.block(rt.produce(&self.call_site(s), ctx, &s.subject, &ty), s.span)
+    }
+
+    pub fn decide(&self, site: u32, ctx: &Context) -> Result<bool, ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        self.block(
+            rt.decide(&self.call_site(s), ctx, &s.subject, s.doc.as_deref()),
+            s.span,
+        )
+    }
+
+    pub fn fill(&self, site: u32, ctx: &Context) -> Result<Vec<Value>, ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        let SiteKind::Fill {
+            callee,
+            callee_doc,
+            params,
+        } = &s.kind
+        else {
+            return Err(ExecError::new("internal: not a fill site", Some(s.span)));
+        };
+        let params = self.params(params);
+        self.block(
+            rt.fill_args(
+                &self.call_site(s),
+                ctx,
+                callee,
+                callee_doc.as_deref(),
+                &params,
+            ),
+            s.span,
+        )
+    }
+
+    pub fn choose(&self, site: u32, ctx: &Context) -> Result<(usize, Vec<Value>), ExecError> {
+        let s = &self.module.sites[site as usize];
+        let rt = self.runtime(s.span)?;
+        let SiteKind::Choose { arms } = &s.kind else {
+            return Err(ExecError::new("internal: not a choose site", Some(s.span)));
+        };
+        let arms: Vec<ArmDesc> = arms
+            .iter()
+            .map(|a| ArmDesc {
+                tool: a.tool.clone(),
+                doc: a.doc.clone(),
+                binding: a.binding.clone(),
+                params: self.params(&a.params),
+            })
+            .collect();
+        self.block(rt.choose(&self.call_site(s), ctx, &arms), s.span)
+    }
+
+    pub fn call_extern(
+        &self,
+        name: &str,
+        args: &[Value],
+        span: Option<SrcSpan>,
+        engine: &dyn Engine,
+    ) -> Result<Value, ExecError> {
+        if self.externs.get(name).is_none()
+            && let Some(b) = standard_extern(name)
+        {
+            return self.call_builtin(b, args, span, engine);
+        }
+        let f = self.externs.get(name).ok_or_else(|| {
+            ExecError::new(
+                format!("the extern `{name}` is not provided by this host"),
+                span,
+            )
+        })?;
+        f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+    }
+}
+
+/// A JSON value for an error message, shortened.
+fn truncated(j: &serde_json::Value) -> String {
+    let text = j.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// How `print` and `to_string` show a value: strings as they are, the rest as JSON.
+pub fn display(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        // A `Json` string is a string too.
+        Value::Json(j) if j.is_string() => j.as_str().unwrap_or_default().to_owned(),
+        Value::Unit => "()".to_owned(),
+        Value::Float(x) => {
+            if x.fract() == 0.0 && x.is_finite() && x.abs() < 1e15 {
+                format!("{x:.1}")
+            } else {
+                format!("{x}")
+            }
+        }
+        other => other.to_json_string(),
+    }
+}
+
+fn type_descs(module: &Module) -> Vec<TypeDesc> {
+    // Two passes: first the names (so recursive types can refer to each other), then
+    // the fields.
+    let mut out: Vec<TypeDesc> = module
+        .types
+        .iter()
+        .map(|t| match t {
+            TypeDef::Struct { name, doc, .. } => TypeDesc::Struct(Arc::new(StructDesc {
+                name: name.clone(),
+                doc: doc.clone(),
+                fields: Vec::new(),
+            })),
+            TypeDef::Enum {
+                name,
+                doc,
+                variants,
+            } => TypeDesc::Enum(Arc::new(EnumDesc {
+                name: name.clone(),
+                doc: doc.clone(),
+                variants: variants
+                    .iter()
+                    .map(|(n, d)| VariantDesc {
+                        name: n.clone(),
+                        doc: d.clone(),
+                    })
+                    .collect(),
+            })),
+        })
+        .collect();
+    // Then each struct's fields, the structs it contains first, so a field's description
+    // is complete when it is copied in (a type that contains itself keeps the name-only
+    // description where it recurs).
+    let mut state = vec![0u8; module.types.len()];
+    for i in 0..module.types.len() {
+        complete_struct(module, i, &mut out, &mut state);
+    }
+    out
+}
+
+fn complete_struct(module: &Module, i: usize, out: &mut [TypeDesc], state: &mut [u8]) {
+    let TypeDef::Struct { name, doc, fields } = &module.types[i] else {
+        return;
+    };
+    if state[i] != 0 {
+        return;
+    }
+    state[i] = 1;
+    fn structs_in(t: &Type, found: &mut Vec<usize>) {
+        match t {
+            Type::Struct(id) => found.push(*id as usize),
+            Type::List(inner) | Type::Option(inner) => structs_in(inner, found),
+            _ => {}
+        }
+    }
+    let mut inner = Vec::new();
+    fields.iter().for_each(|f| structs_in(&f.ty, &mut inner));
+    for j in inner {
+        if j < out.len() {
+            complete_struct(module, j, out, state);
+        }
+    }
+    let fields = fields
+        .iter()
+        .map(|f| FieldDesc {
+            name: f.name.clone(),
+            doc: f.doc.clone(),
+            ty: desc_of(out, &f.ty),
+        })
+        .collect();
+    out[i] = TypeDesc::Struct(Arc::new(StructDesc {
+        name: name.clone(),
+        doc: doc.clone(),
+        fields,
+    }));
+    state[i] = 2;
+}
+
+fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {
+    match t {
+        Type::Unit | Type::Tool | Type::Context => TypeDesc::Unit,
+        Type::Bool => TypeDesc::Bool,
+        Type::I32 => TypeDesc::I32,
+        Type::I64 => TypeDesc::I64,
+        Type::F64 => TypeDesc::F64,
+        Type::Str => TypeDesc::String,
+        Type::Json => TypeDesc::Json,
+        Type::List(e) => TypeDesc::List(Box::new(desc_of(types, e))),
+        Type::Option(e) => TypeDesc::Option(Box::new(desc_of(types, e))),
+        Type::Struct(id) | Type::Enum(id) => {
+            types.get(*id as usize).cloned().unwrap_or(TypeDesc::Unit)
+        }
+    }
+}
+
+/// The error of an index outside a list, for every engine and path.
+pub(crate) fn out_of_range(index: i64, len: usize) -> String {
+    format!("index {index} is out of range for a list of {len} elements")
+}
