@@ -26,7 +26,7 @@ const BRANCHES: usize = 200;
 /// The server's fixed latencies: 100 ms (fast for a model) and 500 ms (typical).
 const LATENCIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
 
-fn module(source: &str) -> Arc<lower::ir::Module> {
+fn module(source: &str) -> Arc<ir::Module> {
     let mut db = hir::Database::default();
     db.add_prelude();
     db.add_file("bench.sap", source);
@@ -128,7 +128,7 @@ fn runtime_for(url: &str) -> Arc<Runtime> {
 }
 
 /// Runs the program's `main` against the server at `url`; its wall time.
-fn run(module: &Arc<lower::ir::Module>, url: &str, tokio: &tokio::runtime::Runtime) -> Duration {
+fn run(module: &Arc<ir::Module>, url: &str, tokio: &tokio::runtime::Runtime) -> Duration {
     let limits = Limits {
         concurrency: 1024,
         ..Limits::default()
@@ -156,7 +156,7 @@ struct Prompts {
 }
 
 /// What the program's calls sent, from an in-process server.
-fn prompts(module: &Arc<lower::ir::Module>, tokio: &tokio::runtime::Runtime) -> Prompts {
+fn prompts(module: &Arc<ir::Module>, tokio: &tokio::runtime::Runtime) -> Prompts {
     let server = tokio.block_on(start_server(Duration::ZERO));
     run(module, &server.url(), tokio);
     let prompts: Vec<String> = server
@@ -235,7 +235,7 @@ fn main() {
     // anot: exploration (one choice), the plan, then the 200 judgements in parallel.
     // got: the subtasks, 200 prerequisites in parallel, the layer of 200 in parallel,
     // the synthesis.
-    let cases: Vec<(&str, Arc<lower::ir::Module>, u32)> = vec![
+    let cases: Vec<(&str, Arc<ir::Module>, u32)> = vec![
         ("anot phase 3: 200 items", module(&anot), 3),
         ("got layer: 200 subtasks", module(got), 4),
     ];

@@ -138,7 +138,7 @@ fn rust_list_unchecked() -> i64 {
     xs.iter().sum()
 }
 
-fn module(source: &str) -> Arc<lower::ir::Module> {
+fn module(source: &str) -> Arc<ir::Module> {
     let mut db = hir::Database::default();
     db.add_file("bench.sap", source);
     Arc::new(lower::lower_workspace(&db).expect("the benchmark program checks"))

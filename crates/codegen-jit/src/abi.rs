@@ -9,7 +9,7 @@
 //! failed, travel in registers. A trampoline `fn(env, args) -> result` calls it from
 //! Rust with the arguments in an array.
 
-use lower::ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
+use ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
 use runtime::Value;
 
 use crate::host::{ExecError, Host};

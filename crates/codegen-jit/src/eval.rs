@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lower::ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
+use ir::{BinOp, Const, FuncId, Op, SrcSpan, Terminator, Type, UnOp};
 use runtime::value::{StructValue, ToolRef};
 use runtime::{Context, TypeDesc, Value};
 

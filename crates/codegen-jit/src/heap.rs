@@ -45,7 +45,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 
-use lower::ir::Type;
+use ir::Type;
 use runtime::{Context, TypeDesc, Value};
 
 use crate::host::Host;

@@ -13,7 +13,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use lower::ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
+use ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
 use runtime::value::StructValue;
 use runtime::{Context, TypeDesc, Value};
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
-use lower::ir::{FuncId, Module, Type};
+use ir::{FuncId, Module, Type};
 use runtime::{Context, Value};
 
 use crate::abi::{Env, ParallelDesc, Program};
@@ -193,7 +193,7 @@ impl Program for JitProgram {
 #[allow(unsafe_code)]
 mod native {
     use cranelift_jit::JITModule;
-    use lower::ir::FuncId;
+    use ir::FuncId;
 
     use crate::abi::Env;
 

@@ -2,7 +2,7 @@
 //! checked integer arithmetic (and its error messages) and the outcome of a
 //! `parallel for`. The evaluator and the native code's runtime both call these.
 
-use lower::ir::{BinOp, SrcSpan, Type};
+use ir::{BinOp, SrcSpan, Type};
 use runtime::Value;
 
 use crate::host::ExecError;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
-use lower::ir::{Module, SrcSpan};
+use ir::{Module, SrcSpan};
 use runtime::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, ProviderError};
 use runtime::provider::replay::ReplayProvider;
 use runtime::{Runtime, RuntimeConfig};

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::ir::*;
+use ir::*;
 
 pub fn function(f: &mut Function) {
     let mut used = HashSet::new();

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-fn lower_file(path: &Path) -> lower::ir::Module {
+fn lower_file(path: &Path) -> ir::Module {
     let mut db = hir::Database::default();
     db.add_prelude();
     db.add_file(
@@ -23,7 +23,7 @@ fn every_example_lowers_and_matches_its_snapshot() {
     assert!(examples.len() >= 10);
     for path in examples {
         let module = lower_file(&path);
-        let mut printed = lower::print::module(&module);
+        let mut printed = ir::print::module(&module);
         // Spans depend on the example's text; the snapshot is about structure.
         printed = printed
             .lines()
@@ -39,7 +39,7 @@ fn the_ir_round_trips_through_json() {
     for path in examples() {
         let module = lower_file(&path);
         let json = serde_json::to_string(&module).unwrap();
-        let back: lower::ir::Module = serde_json::from_str(&json).unwrap();
+        let back: ir::Module = serde_json::from_str(&json).unwrap();
         assert_eq!(module, back, "{}", path.display());
     }
 }
@@ -55,7 +55,7 @@ fn programs_with_errors_are_not_lowered() {
 fn llm_sites_are_distinct_instructions_with_spans() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/calculator_extern.sap");
     let module = lower_file(&path);
-    let printed = lower::print::module(&module);
+    let printed = ir::print::module(&module);
     assert!(printed.contains("site s0 in calculator_agent"), "{printed}");
     assert!(
         printed.contains("choose [add(x, y) as sum | subtract(x, y) as diff]"),

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use lower::ir::Module;
+use ir::Module;
 
 pub fn dir() -> PathBuf {
     if let Some(d) = std::env::var_os("SAP_CACHE_DIR") {

@@ -429,7 +429,7 @@ pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
 
 /// Checks and lowers a program; its diagnostics are printed, and a program with errors
 /// gives the exit status instead of a module.
-pub fn compile(program: &Program) -> Result<Result<lower::ir::Module, u8>, String> {
+pub fn compile(program: &Program) -> Result<Result<ir::Module, u8>, String> {
     let db = &program.db;
     let mut errors = false;
     for (source, &file) in program.files().zip(&program.handles) {
@@ -457,7 +457,7 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
         let key = program.cache_key();
         if let Some(module) = cache::load(&key) {
             if emit_ir {
-                print!("{}", lower::print::module(&module));
+                print!("{}", ir::print::module(&module));
             }
             eprintln!(
                 "{} is up to date in the build cache ({key})",
@@ -470,7 +470,7 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
             Err(code) => return Ok(code),
         };
         if emit_ir {
-            print!("{}", lower::print::module(&module));
+            print!("{}", ir::print::module(&module));
         }
         let path = cache::store(&key, &module)?;
         eprintln!("built {} → {}", file.display(), path.display());
@@ -487,7 +487,7 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
 
 /// The name and text of each file of the module, by its index: the program's own files
 /// and the prelude modules it uses.
-fn file_texts(module: &lower::ir::Module, program: &Program) -> Vec<Option<(String, String)>> {
+fn file_texts(module: &ir::Module, program: &Program) -> Vec<Option<(String, String)>> {
     module
         .files
         .iter()
@@ -503,7 +503,7 @@ fn file_texts(module: &lower::ir::Module, program: &Program) -> Vec<Option<(Stri
 /// A runtime error as a diagnostic at its span, with the sap call stack.
 fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
     let file = |i: u32| files.get(i as usize).and_then(Option::as_ref);
-    let position = |span: lower::ir::SrcSpan| match file(span.file) {
+    let position = |span: ir::SrcSpan| match file(span.file) {
         Some((name, text)) => {
             let lc = syntax::LineIndex::new(text).line_col(text, span.start);
             format!("{name}:{}:{}", lc.line + 1, lc.col + 1)

@@ -3,10 +3,10 @@
 //! from the operands compiled code passes). Strings and other heap values compare in
 //! the runtime.
 
-use cranelift_codegen::ir;
+use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, types};
-use lower::ir::{BinOp, SrcSpan, Type};
+use ir::{BinOp, SrcSpan, Type};
 
 use super::function::FnCg;
 use super::{I64, keep_ptr};
@@ -18,10 +18,10 @@ impl FnCg<'_, '_> {
         &mut self,
         op: BinOp,
         ty: &Type,
-        a: ir::Value,
-        b: ir::Value,
+        a: clif::Value,
+        b: clif::Value,
         span: Option<SrcSpan>,
-    ) -> ir::Value {
+    ) -> clif::Value {
         let cmp = |op: BinOp| match op {
             BinOp::Eq => Some((IntCC::Equal, FloatCC::Equal)),
             BinOp::Ne => Some((IntCC::NotEqual, FloatCC::NotEqual)),
@@ -115,13 +115,13 @@ impl FnCg<'_, '_> {
     }
 
     /// The value of `v` when it is a constant.
-    pub(super) fn constant(&self, v: ir::Value) -> Option<i64> {
-        let ir::ValueDef::Result(inst, _) = self.b.func.dfg.value_def(v) else {
+    pub(super) fn constant(&self, v: clif::Value) -> Option<i64> {
+        let clif::ValueDef::Result(inst, _) = self.b.func.dfg.value_def(v) else {
             return None;
         };
         match self.b.func.dfg.insts[inst] {
-            ir::InstructionData::UnaryImm {
-                opcode: ir::Opcode::Iconst,
+            clif::InstructionData::UnaryImm {
+                opcode: clif::Opcode::Iconst,
                 imm,
             } => Some(imm.bits()),
             _ => None,
@@ -132,9 +132,9 @@ impl FnCg<'_, '_> {
     pub(super) fn add_constant(
         &mut self,
         op: BinOp,
-        a: ir::Value,
+        a: clif::Value,
         c: i64,
-    ) -> (ir::Value, ir::Value) {
+    ) -> (clif::Value, clif::Value) {
         // `a - c` is `a + (-c)`, except that `-i64::MIN` does not exist.
         let (c, add) = match (op, c.checked_neg()) {
             (BinOp::Add, _) => (c, true),
@@ -166,11 +166,11 @@ impl FnCg<'_, '_> {
     /// Fails unless `r` fits in an `i32`.
     pub(super) fn check_i32(
         &mut self,
-        r: ir::Value,
+        r: clif::Value,
         kind: FailKind,
         span: Option<SrcSpan>,
-        a: ir::Value,
-        b: ir::Value,
+        a: clif::Value,
+        b: clif::Value,
     ) {
         let narrow = self.b.ins().ireduce(types::I32, r);
         let wide = self.b.ins().sextend(I64, narrow);

@@ -2,10 +2,10 @@
 //! adapters that preserve every register), the depth and iteration budgets carried
 //! across them, and the error exits that record a frame on the sap stack.
 
-use cranelift_codegen::ir;
+use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::condcodes::IntCC;
-use lower::ir::SrcSpan;
+use ir::SrcSpan;
 
 use super::function::{FnCg, span_of};
 use super::{SLOW_PATHS, keep_ptr};
@@ -17,7 +17,7 @@ use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
     /// Calls an intrinsic; one given the `Env` sees the iteration count as it is.
-    pub(super) fn call(&mut self, which: Intr, args: &[ir::Value]) -> Option<ir::Value> {
+    pub(super) fn call(&mut self, which: Intr, args: &[clif::Value]) -> Option<clif::Value> {
         let with_env = args.first() == Some(&self.env);
         if with_env {
             self.save_iterations();
@@ -33,7 +33,7 @@ impl FnCg<'_, '_> {
 
     /// Calls the adapter of a slow path (see `SLOW_PATHS`) with the `Env` and up to
     /// three arguments, and returns what the intrinsic returned. Registers survive it.
-    pub(super) fn slow_call(&mut self, which: Intr, args: &[ir::Value]) -> ir::Value {
+    pub(super) fn slow_call(&mut self, which: Intr, args: &[clif::Value]) -> clif::Value {
         let index = SLOW_PATHS
             .iter()
             .position(|w| *w == which)
@@ -92,7 +92,7 @@ impl FnCg<'_, '_> {
 
     /// Branches to an error exit when `failed` is nonzero (a sap callee's second result,
     /// or the `Env`'s flag).
-    pub(super) fn unwind_if(&mut self, failed: ir::Value, span: Option<SrcSpan>) {
+    pub(super) fn unwind_if(&mut self, failed: clif::Value, span: Option<SrcSpan>) {
         let error = self.b.create_block();
         let ok = self.b.create_block();
         self.b.ins().brif(failed, error, &[], ok, &[]);
@@ -124,11 +124,11 @@ impl FnCg<'_, '_> {
     /// Fails with `kind` when `condition` is nonzero.
     pub(super) fn fail_if(
         &mut self,
-        condition: ir::Value,
+        condition: clif::Value,
         kind: FailKind,
         span: Option<SrcSpan>,
-        a: ir::Value,
-        b: ir::Value,
+        a: clif::Value,
+        b: clif::Value,
     ) {
         let fail = self.b.create_block();
         let ok = self.b.create_block();

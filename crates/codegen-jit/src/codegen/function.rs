@@ -6,11 +6,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use cranelift_codegen::ir;
+use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData, StackSlotKind};
 use cranelift_frontend::{FunctionBuilder, Variable};
-use lower::ir::{Function, Module, SrcSpan, Terminator, Type};
+use ir::{Function, Module, SrcSpan, Terminator, Type};
 
 use super::ownership::{borrowed_loads, cross_block_values};
 use super::{I64, Keep};
@@ -23,18 +23,18 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) f: &'a Function,
     pub(super) keep: &'a mut Keep,
     pub(super) callees: Callees,
-    pub(super) env: ir::Value,
+    pub(super) env: clif::Value,
     pub(super) vars: Vec<Variable>,
     /// Values used outside the block that defines them live in variables.
     pub(super) cross: HashMap<u32, Variable>,
-    pub(super) values: HashMap<u32, ir::Value>,
-    pub(super) blocks: Vec<ir::Block>,
+    pub(super) values: HashMap<u32, clif::Value>,
+    pub(super) blocks: Vec<clif::Block>,
     /// The run's loop-iteration count, kept in a register in a function with loops:
     /// written back to the `Env` around every call that can read or advance it, and on
     /// return. A function without loops leaves it in the `Env`.
     pub(super) iterations: Option<Variable>,
     /// How many more nested calls the depth budget allows this function's callees.
-    pub(super) deeper: ir::Value,
+    pub(super) deeper: clif::Value,
     /// Loads in the current block that borrow the variable's reference (see
     /// `borrowed_loads`).
     pub(super) borrowed: HashSet<u32>,
@@ -57,11 +57,11 @@ pub(super) struct FnCg<'a, 'b> {
 /// What a function's code calls, declared in it.
 pub(super) struct Callees {
     /// The intrinsics, by `Intr`.
-    pub(super) intrinsics: Vec<ir::FuncRef>,
+    pub(super) intrinsics: Vec<clif::FuncRef>,
     /// The sap functions, by `FuncId`.
-    pub(super) functions: Vec<ir::FuncRef>,
+    pub(super) functions: Vec<clif::FuncRef>,
     /// The adapters of `SLOW_PATHS`, in order.
-    pub(super) slow_paths: Vec<ir::FuncRef>,
+    pub(super) slow_paths: Vec<clif::FuncRef>,
 }
 
 pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
@@ -96,13 +96,13 @@ impl<'a, 'b> FnCg<'a, 'b> {
             f,
             keep,
             callees,
-            env: ir::Value::from_u32(0),
+            env: clif::Value::from_u32(0),
             vars: Vec::new(),
             cross: HashMap::new(),
             values: HashMap::new(),
             blocks: Vec::new(),
             iterations: None,
-            deeper: ir::Value::from_u32(0),
+            deeper: clif::Value::from_u32(0),
             borrowed: Default::default(),
             current_dest: u32::MAX,
             cold: false,
@@ -112,23 +112,23 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
     }
 
-    pub(super) fn iconst(&mut self, n: i64) -> ir::Value {
+    pub(super) fn iconst(&mut self, n: i64) -> clif::Value {
         self.b.ins().iconst(I64, n)
     }
 
-    pub(super) fn load_env(&mut self, offset: i32) -> ir::Value {
+    pub(super) fn load_env(&mut self, offset: i32) -> clif::Value {
         self.b
             .ins()
             .load(I64, MemFlags::trusted(), self.env, offset)
     }
 
-    pub(super) fn store_env(&mut self, value: ir::Value, offset: i32) {
+    pub(super) fn store_env(&mut self, value: clif::Value, offset: i32) {
         self.b
             .ins()
             .store(MemFlags::trusted(), value, self.env, offset);
     }
 
-    pub(super) fn value(&mut self, id: u32) -> ir::Value {
+    pub(super) fn value(&mut self, id: u32) -> clif::Value {
         match self.cross.get(&id) {
             Some(var) => self.b.use_var(*var),
             None => self
@@ -139,7 +139,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
     }
 
-    pub(super) fn define(&mut self, id: u32, ty: &Type, v: ir::Value) {
+    pub(super) fn define(&mut self, id: u32, ty: &Type, v: clif::Value) {
         match self.cross.get(&id).copied() {
             Some(var) => {
                 if ty.is_heap() {
@@ -154,7 +154,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
     }
 
-    pub(super) fn array(&mut self, values: &[ir::Value]) -> ir::Value {
+    pub(super) fn array(&mut self, values: &[clif::Value]) -> clif::Value {
         let size = (values.len().max(1) * 8) as u32;
         let slot = self.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,
@@ -177,7 +177,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.switch_to_block(entry);
         self.env = self.b.block_params(entry)[0];
         let depth_left = self.b.block_params(entry)[1];
-        let params: Vec<ir::Value> = self.b.block_params(entry)[2..].to_vec();
+        let params: Vec<clif::Value> = self.b.block_params(entry)[2..].to_vec();
         for local in &f.locals {
             let _ = local;
             let var = self.b.declare_var(I64);

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use cranelift_codegen::ir;
+use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, types};
-use lower::ir::{BinOp, Const, Op, SrcSpan, Type, UnOp};
+use ir::{BinOp, Const, Op, SrcSpan, Type, UnOp};
 use runtime::Value;
 
 use super::function::FnCg;
@@ -18,12 +18,12 @@ use crate::heap::{ObjRef, Slot};
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
-    pub(super) fn type_arg(&mut self, ty: Type, span: Option<SrcSpan>) -> ir::Value {
+    pub(super) fn type_arg(&mut self, ty: Type, span: Option<SrcSpan>) -> clif::Value {
         let p = keep_ptr!(self.keep.type_args, TypeArg { ty, span });
         self.iconst(p)
     }
 
-    pub(super) fn const_obj(&mut self, slot: Slot) -> ir::Value {
+    pub(super) fn const_obj(&mut self, slot: Slot) -> clif::Value {
         let object = ObjRef::new(slot);
         let ptr = object.word();
         self.keep.consts.push(object);
@@ -37,7 +37,7 @@ impl FnCg<'_, '_> {
         op: &Op,
         span: Option<SrcSpan>,
         ty: Option<&Type>,
-    ) -> Result<Option<ir::Value>, String> {
+    ) -> Result<Option<clif::Value>, String> {
         let ty = ty.cloned().unwrap_or(Type::Unit);
         Ok(Some(match op {
             Op::Const(c) => match c {
@@ -127,7 +127,7 @@ impl FnCg<'_, '_> {
                     Op::CallExtern(n, _) => n.clone(),
                     _ => String::new(),
                 };
-                if builtin == Some(lower::ir::Builtin::Len)
+                if builtin == Some(ir::Builtin::Len)
                     && matches!(arg_types.first(), Some(Type::List(_)))
                 {
                     let l = self.value(args[0]);
@@ -143,7 +143,7 @@ impl FnCg<'_, '_> {
                         span
                     }
                 );
-                let values: Vec<ir::Value> = args.iter().map(|a| self.value(*a)).collect();
+                let values: Vec<clif::Value> = args.iter().map(|a| self.value(*a)).collect();
                 let array = self.array(&values);
                 let d = self.iconst(desc);
                 self.publish_depth();
@@ -177,7 +177,7 @@ impl FnCg<'_, '_> {
             }
             Op::List(items) => {
                 let elem = element_type(&ty);
-                let values: Vec<ir::Value> = items.iter().map(|i| self.value(*i)).collect();
+                let values: Vec<clif::Value> = items.iter().map(|i| self.value(*i)).collect();
                 let array = self.array(&values);
                 let d = self.type_arg(elem, span);
                 let n = self.iconst(values.len() as i64);
@@ -197,7 +197,7 @@ impl FnCg<'_, '_> {
                         fields: field_types
                     }
                 );
-                let values: Vec<ir::Value> = fields.iter().map(|v| self.value(*v)).collect();
+                let values: Vec<clif::Value> = fields.iter().map(|v| self.value(*v)).collect();
                 let array = self.array(&values);
                 let d = self.iconst(desc);
                 let r = self.call(Intr::Struct, &[self.env, d, array]).unwrap_or(d);
@@ -318,7 +318,7 @@ impl FnCg<'_, '_> {
                         span
                     }
                 );
-                let values: Vec<ir::Value> = captures.iter().map(|c| self.value(*c)).collect();
+                let values: Vec<clif::Value> = captures.iter().map(|c| self.value(*c)).collect();
                 let array = self.array(&values);
                 let l = self.value(*list);
                 let d = self.iconst(desc);

@@ -8,12 +8,12 @@
 //! variable appended to keeps its list's buffer, length and capacity (`Appender`),
 //! forgotten on every assignment and every append the runtime makes.
 
-use cranelift_codegen::ir;
+use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::MemFlagsData as MemFlags;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_frontend::Variable;
-use lower::ir::{Op, SrcSpan, Type};
+use ir::{Op, SrcSpan, Type};
 
 use super::I64;
 use super::function::{Appender, FnCg};
@@ -23,7 +23,7 @@ use crate::intrinsics::Intr;
 impl FnCg<'_, '_> {
     /// Declares the register caches: the parts of the lists in locals appended to in
     /// place, and the buffers of the lists `for` loops walk, all `zero` at first.
-    pub(super) fn declare_list_caches(&mut self, zero: ir::Value) {
+    pub(super) fn declare_list_caches(&mut self, zero: clif::Value) {
         for block in &self.f.blocks {
             for inst in &block.insts {
                 match (&inst.op, &inst.dest) {
@@ -58,7 +58,7 @@ impl FnCg<'_, '_> {
 
     /// Continues in a new block when `list` is a native list, and goes to `slow` when it
     /// is not (a list from the host, or none).
-    pub(super) fn when_native_list(&mut self, list: ir::Value, slow: ir::Block) {
+    pub(super) fn when_native_list(&mut self, list: clif::Value, slow: clif::Block) {
         let native = self.b.create_block();
         let present = self.b.create_block();
         self.b.ins().brif(list, present, &[], slow, &[]);
@@ -70,18 +70,18 @@ impl FnCg<'_, '_> {
     }
 
     /// Continues in a new block when `condition` holds, and goes to `otherwise` if not.
-    pub(super) fn continue_if(&mut self, condition: ir::Value, otherwise: ir::Block) {
+    pub(super) fn continue_if(&mut self, condition: clif::Value, otherwise: clif::Block) {
         let next = self.b.create_block();
         self.b.ins().brif(condition, next, &[], otherwise, &[]);
         self.b.switch_to_block(next);
     }
 
-    pub(super) fn list_field(&mut self, list: ir::Value, offset: i32) -> ir::Value {
+    pub(super) fn list_field(&mut self, list: clif::Value, offset: i32) -> clif::Value {
         self.b.ins().load(I64, MemFlags::trusted(), list, offset)
     }
 
     /// The number of elements of a list: read in place from a native list.
-    pub(super) fn list_len(&mut self, list: ir::Value) -> ir::Value {
+    pub(super) fn list_len(&mut self, list: clif::Value) -> clif::Value {
         let slow = self.b.create_block();
         let done = self.b.create_block();
         let result = self.b.declare_var(I64);
@@ -103,11 +103,11 @@ impl FnCg<'_, '_> {
     /// a bad index.
     pub(super) fn list_index(
         &mut self,
-        list: ir::Value,
-        index: ir::Value,
+        list: clif::Value,
+        index: clif::Value,
         elem: &Type,
         span: Option<SrcSpan>,
-    ) -> ir::Value {
+    ) -> clif::Value {
         let slow = self.b.create_block();
         self.when_native_list(list, slow);
         let len = self.list_field(list, layout::LEN);
@@ -139,7 +139,7 @@ impl FnCg<'_, '_> {
         &mut self,
         local: u32,
         buffer: Variable,
-        list: ir::Value,
+        list: clif::Value,
         elem: &Type,
     ) {
         let var = self.vars[local as usize];
@@ -168,10 +168,10 @@ impl FnCg<'_, '_> {
     /// element): the list a `for` loop walks keeps its buffer in a register.
     pub(super) fn element_of_buffer(
         &mut self,
-        items: ir::Value,
-        index: ir::Value,
+        items: clif::Value,
+        index: clif::Value,
         elem: &Type,
-    ) -> ir::Value {
+    ) -> clif::Value {
         let offset = self.b.ins().ishl_imm_u(index, 3);
         let at = self.b.ins().iadd(items, offset);
         let x = self.b.ins().load(I64, MemFlags::trusted(), at, 0);
@@ -190,7 +190,7 @@ impl FnCg<'_, '_> {
     pub(super) fn push_in_place(
         &mut self,
         local: u32,
-        item: ir::Value,
+        item: clif::Value,
         elem: &Type,
         span: Option<SrcSpan>,
     ) {
@@ -239,7 +239,7 @@ impl FnCg<'_, '_> {
         &mut self,
         local: u32,
         which: Intr,
-        args: &[ir::Value],
+        args: &[clif::Value],
         elem: &Type,
         span: Option<SrcSpan>,
     ) {
@@ -262,8 +262,8 @@ impl FnCg<'_, '_> {
     pub(super) fn set_in_place(
         &mut self,
         local: u32,
-        index: ir::Value,
-        item: ir::Value,
+        index: clif::Value,
+        item: clif::Value,
         elem: &Type,
         span: Option<SrcSpan>,
     ) {
@@ -295,7 +295,7 @@ impl FnCg<'_, '_> {
         self.b.switch_to_block(done);
     }
 
-    pub(super) fn see_native_list(&mut self, cache: Appender, list: ir::Value) {
+    pub(super) fn see_native_list(&mut self, cache: Appender, list: clif::Value) {
         for (v, offset) in [
             (cache.items, layout::ITEMS),
             (cache.len, layout::LEN),
@@ -307,7 +307,7 @@ impl FnCg<'_, '_> {
     }
 
     /// The variable of `local` now holds `list`: its parts, if it is native, or no room.
-    pub(super) fn see_appender_list(&mut self, local: u32, list: ir::Value) {
+    pub(super) fn see_appender_list(&mut self, local: u32, list: clif::Value) {
         let Some(cache) = self.appenders.get(&local).copied() else {
             return;
         };

@@ -24,7 +24,7 @@ mod ownership;
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    self, AbiParam, InstBuilder, MemFlagsData as MemFlags, Signature, UserFuncName, types,
+    self as clif, AbiParam, InstBuilder, MemFlagsData as MemFlags, Signature, UserFuncName, types,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -38,7 +38,7 @@ use crate::heap::ObjRef;
 use crate::intrinsics::Intr;
 use function::{Callees, FnCg};
 
-const I64: ir::Type = types::I64;
+const I64: clif::Type = types::I64;
 
 /// Owns everything compiled code points at: the descriptors and the constants.
 /// Descriptors are boxed so their addresses, baked into the code, stay put as the vectors
@@ -91,7 +91,7 @@ pub struct Program {
 
 /// Declares and defines every function of `ir` in `m`, importing the intrinsics by
 /// their symbols.
-pub fn define_program<M: Module>(m: &mut M, ir: &lower::ir::Module) -> Result<Program, String> {
+pub fn define_program<M: Module>(m: &mut M, ir: &ir::Module) -> Result<Program, String> {
     let mut intrinsic_ids = Vec::new();
     for which in Intr::ALL {
         let mut sig = m.make_signature();
@@ -141,7 +141,7 @@ pub fn define_program<M: Module>(m: &mut M, ir: &lower::ir::Module) -> Result<Pr
         ctx.func.name = UserFuncName::user(0, i as u32);
         {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let mut declare = |ids: &[FuncId]| -> Vec<ir::FuncRef> {
+            let mut declare = |ids: &[FuncId]| -> Vec<clif::FuncRef> {
                 ids.iter()
                     .map(|id| m.declare_func_in_func(*id, b.func))
                     .collect()

@@ -11,16 +11,13 @@
 use std::collections::{HashMap, HashSet};
 
 use cranelift_frontend::Variable;
-use lower::ir::{Function, Op, Terminator};
+use ir::{Function, Op, Terminator};
 
 /// Loads of heap variables that need no reference of their own: the value is used only
 /// in this block, and the variable is not assigned before its last use, so the variable's
 /// reference keeps the object alive. This saves an atomic increment and decrement per use
 /// (a loop reading a list element by element).
-pub(super) fn borrowed_loads(
-    block: &lower::ir::Block,
-    cross: &HashMap<u32, Variable>,
-) -> HashSet<u32> {
+pub(super) fn borrowed_loads(block: &ir::Block, cross: &HashMap<u32, Variable>) -> HashSet<u32> {
     let mut borrowed = HashSet::new();
     for (i, inst) in block.insts.iter().enumerate() {
         let (Op::Load(local), Some((id, ty))) = (&inst.op, &inst.dest) else {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use builtins::SigType;
-use lower::ir::{Builtin, Module, Type};
+use ir::{Builtin, Module, Type};
 use runtime::Value;
 
 /// An extern function: arguments in, a value or an error message out.

@@ -10,7 +10,7 @@ mod standard;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
-use lower::ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
 use runtime::schema::ArmDesc;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};

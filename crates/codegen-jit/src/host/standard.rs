@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use lower::ir::{self, Builtin, FuncId, SrcSpan, Type};
+use ir::{self, Builtin, FuncId, SrcSpan, Type};
 use runtime::Value;
 use runtime::atom_plan::{self, ToolSig};
 use runtime::value::ToolRef;

@@ -5,7 +5,7 @@ use hir::body::Resolution;
 use syntax::ast::{self, BinaryOp, Expr, ExprKind, UnaryOp};
 
 use super::FnLower;
-use crate::ir::*;
+use ir::*;
 
 impl<'a, 'db> FnLower<'a, 'db> {
     pub(super) fn expr(&mut self, e: &Expr) -> ValueId {

@@ -10,7 +10,7 @@ use syntax::Span;
 use syntax::ast::{self, Expr, ExprKind};
 
 use super::FnLower;
-use crate::ir::*;
+use ir::*;
 
 impl<'a, 'db> FnLower<'a, 'db> {
     /// The result of an LLM function, whose body ends without a value: the model

@@ -21,7 +21,7 @@ use hir::{Database, Db, Item, ItemKind, Ty};
 use syntax::Span;
 use syntax::ast::{self, Expr};
 
-use crate::ir::*;
+use ir::*;
 
 /// Lowers every function of the workspace. `None` when a file has errors: lowering
 /// assumes a program that checks.

@@ -5,7 +5,7 @@
 use syntax::ast::{self, Expr};
 
 use super::FnLower;
-use crate::ir::*;
+use ir::*;
 
 impl<'a, 'db> FnLower<'a, 'db> {
     /// The body becomes a function of its own, given every variable in scope (a body

@@ -7,7 +7,7 @@ use hir::body::{Callee, Resolution};
 use syntax::ast::{self, Expr, ExprKind, Stmt, StmtKind};
 
 use super::{FnLower, LoopTarget};
-use crate::ir::*;
+use ir::*;
 
 /// An assignment that updates the list it reads (see `FnLower::update_of`).
 enum Update<'e> {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::ir::*;
+use crate::*;
 
 pub fn module(m: &Module) -> String {
     let mut out = String::new();

@@ -4,7 +4,13 @@
 //! instructions, and every LLM site and every operation that can fail carries the source
 //! span it came from, so runtime errors and traces point at source.
 //!
-//! The module is plain data (serde), so `sapc build` can cache it.
+//! The module is plain data (serde), so `sapc build` can cache it; [`print::module`]
+//! gives its readable form. `lower` produces it and the engines of `codegen-jit` run
+//! it, so neither engine depends on the checker (or salsa).
+
+#![forbid(unsafe_code)]
+
+pub mod print;
 
 use serde::{Deserialize, Serialize};
 
