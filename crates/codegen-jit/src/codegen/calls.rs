@@ -22,7 +22,7 @@ impl FnCg<'_, '_> {
         if with_env {
             self.save_iterations();
         }
-        let r = self.callees.intrinsics[which as usize];
+        let r = self.callees.intrinsic(self.b.func, which);
         let inst = self.b.ins().call(r, args);
         let result = self.b.inst_results(inst).first().copied();
         if with_env {
@@ -45,7 +45,7 @@ impl FnCg<'_, '_> {
         }
         // These intrinsics neither read nor count iterations: the count stays where it is
         // (a value redefined here would have to be merged at every join).
-        let r = self.callees.slow_paths[index];
+        let r = self.callees.slow_path(self.b.func, index);
         self.b.ins().call(r, &values);
         self.load_env(OFFSET_OUT)
     }

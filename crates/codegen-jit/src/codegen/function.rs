@@ -22,7 +22,7 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) module: &'a Module,
     pub(super) f: &'a Function,
     pub(super) keep: &'a mut Keep,
-    pub(super) callees: Callees,
+    pub(super) callees: Callees<'a>,
     pub(super) env: clif::Value,
     pub(super) vars: Vec<Variable>,
     /// Values used outside the block that defines them live in variables.
@@ -55,13 +55,72 @@ pub(super) struct FnCg<'a, 'b> {
 }
 
 /// What a function's code calls, declared in it.
-pub(super) struct Callees {
-    /// The intrinsics, by `Intr`.
-    pub(super) intrinsics: Vec<clif::FuncRef>,
-    /// The sap functions, by `FuncId`.
-    pub(super) functions: Vec<clif::FuncRef>,
-    /// The adapters of `SLOW_PATHS`, in order.
-    pub(super) slow_paths: Vec<clif::FuncRef>,
+/// A function compiled code may call: its id in the module, its signature, and whether
+/// it is defined in the same module (a direct call) or imported (an intrinsic).
+pub(super) struct Callable {
+    pub(super) id: cranelift_module::FuncId,
+    pub(super) signature: clif::Signature,
+    pub(super) colocated: bool,
+}
+
+/// What a function's code may call: the intrinsics (by `Intr`), the sap functions (by
+/// `FuncId`) and the adapters of `SLOW_PATHS` (in order). Each is declared in the
+/// function the first time its code calls it, so a function's size — and the time to
+/// compile it — does not grow with the number of functions in the program.
+pub(super) struct Callees<'t> {
+    pub(super) intrinsics: &'t [Callable],
+    pub(super) functions: &'t [Callable],
+    pub(super) slow_paths: &'t [Callable],
+    declared: HashMap<(u8, usize), clif::FuncRef>,
+}
+
+impl<'t> Callees<'t> {
+    pub(super) fn new(
+        intrinsics: &'t [Callable],
+        functions: &'t [Callable],
+        slow_paths: &'t [Callable],
+    ) -> Callees<'t> {
+        Callees {
+            intrinsics,
+            functions,
+            slow_paths,
+            declared: HashMap::new(),
+        }
+    }
+
+    pub(super) fn intrinsic(&mut self, func: &mut clif::Function, which: Intr) -> clif::FuncRef {
+        self.declare(func, 0, which as usize)
+    }
+
+    pub(super) fn function(&mut self, func: &mut clif::Function, id: u32) -> clif::FuncRef {
+        self.declare(func, 1, id as usize)
+    }
+
+    pub(super) fn slow_path(&mut self, func: &mut clif::Function, index: usize) -> clif::FuncRef {
+        self.declare(func, 2, index)
+    }
+
+    /// What `cranelift_module::Module::declare_func_in_func` does, once per callee.
+    fn declare(&mut self, func: &mut clif::Function, table: u8, index: usize) -> clif::FuncRef {
+        let callable = match table {
+            0 => &self.intrinsics[index],
+            1 => &self.functions[index],
+            _ => &self.slow_paths[index],
+        };
+        *self.declared.entry((table, index)).or_insert_with(|| {
+            let signature = func.import_signature(callable.signature.clone());
+            let name = func.declare_imported_user_function(clif::UserExternalName {
+                namespace: 0,
+                index: callable.id.as_u32(),
+            });
+            func.import_function(clif::ExtFuncData {
+                name: clif::ExternalName::user(name),
+                signature,
+                colocated: callable.colocated,
+                patchable: false,
+            })
+        })
+    }
 }
 
 pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
@@ -88,7 +147,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         module: &'a Module,
         f: &'a Function,
         keep: &'a mut Keep,
-        callees: Callees,
+        callees: Callees<'a>,
     ) -> Self {
         FnCg {
             b,

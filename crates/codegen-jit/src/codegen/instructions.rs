@@ -106,7 +106,7 @@ impl FnCg<'_, '_> {
                 for a in args {
                     values.push(self.value(*a));
                 }
-                let r = self.callees.functions[*callee as usize];
+                let r = self.callees.function(self.b.func, *callee);
                 self.save_iterations();
                 let inst = self.b.ins().call(r, &values);
                 let (result, failed) = (self.b.inst_results(inst)[0], self.b.inst_results(inst)[1]);

@@ -36,7 +36,7 @@ use crate::abi::{
 };
 use crate::heap::ObjRef;
 use crate::intrinsics::Intr;
-use function::{Callees, FnCg};
+use function::{Callable, Callees, FnCg};
 
 const I64: clif::Type = types::I64;
 
@@ -129,28 +129,32 @@ pub fn define_program<M: Module>(m: &mut M, ir: &ir::Module) -> Result<Program, 
     }
 
     let frontend = m.target_config();
+    let callables = |ids: &[FuncId]| -> Vec<Callable> {
+        ids.iter()
+            .map(|&id| {
+                let decl = m.declarations().get_function_decl(id);
+                Callable {
+                    id,
+                    signature: decl.signature.clone(),
+                    colocated: decl.linkage.is_final(),
+                }
+            })
+            .collect()
+    };
+    let (intrinsics, functions, slow_paths) = (
+        callables(&intrinsic_ids),
+        callables(&func_ids),
+        callables(&slow_ids),
+    );
     let mut keep = Keep::default();
     let mut ctx = m.make_context();
     let mut fctx = FunctionBuilderContext::new();
     for (i, f) in ir.functions.iter().enumerate() {
-        ctx.func.signature = m
-            .declarations()
-            .get_function_decl(func_ids[i])
-            .signature
-            .clone();
+        ctx.func.signature = functions[i].signature.clone();
         ctx.func.name = UserFuncName::user(0, i as u32);
         {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let mut declare = |ids: &[FuncId]| -> Vec<clif::FuncRef> {
-                ids.iter()
-                    .map(|id| m.declare_func_in_func(*id, b.func))
-                    .collect()
-            };
-            let callees = Callees {
-                intrinsics: declare(&intrinsic_ids),
-                functions: declare(&func_ids),
-                slow_paths: declare(&slow_ids),
-            };
+            let callees = Callees::new(&intrinsics, &functions, &slow_paths);
             let mut cg = FnCg::new(b, ir, f, &mut keep, callees);
             cg.body()
                 .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
