@@ -11,7 +11,10 @@
 
 use ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
 use runtime::Value;
+use runtime::value::ToolRef;
+use serde::{Deserialize, Serialize};
 
+use crate::heap::{ObjRef, Slot};
 use crate::host::{ExecError, Host};
 
 /// How an intrinsic's parameter or result is passed: a word in an integer register, or
@@ -102,6 +105,7 @@ impl<'a> Env<'a> {
 }
 
 /// Why compiled code stopped, with what it knew.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum FailKind {
     Overflow {
         op: BinOp,
@@ -113,16 +117,19 @@ pub enum FailKind {
     Internal(String),
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailDesc {
     pub kind: FailKind,
     pub span: Option<SrcSpan>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FrameDesc {
     pub function: String,
     pub span: Option<SrcSpan>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostCallDesc {
     pub builtin: Option<Builtin>,
     pub name: String,
@@ -131,27 +138,32 @@ pub struct HostCallDesc {
     pub span: Option<SrcSpan>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TypeArg {
     pub ty: Type,
     pub span: Option<SrcSpan>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BinaryDesc {
     pub op: BinOp,
     pub ty: Type,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StructDesc {
     pub type_id: u32,
     pub fields: Vec<Type>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InjectDesc {
     pub ty: Type,
     pub function: String,
     pub label: String,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum LlmKind {
     Produce(Type),
     Decide,
@@ -159,15 +171,121 @@ pub enum LlmKind {
     Choose,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LlmDesc {
     pub kind: LlmKind,
     pub site: u32,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ParallelDesc {
     pub body: u32,
     pub captures: Vec<Type>,
     pub elem: Type,
     pub result: Type,
     pub span: Option<SrcSpan>,
+}
+
+/// What compiled code points at, as data: a descriptor it passes to an intrinsic, or a
+/// constant object it loads. The code refers to pin `i` through the symbol
+/// `sap_pin_{i}`, resolved when the code is loaded to the address of the pin made
+/// then ([`Pins`]), so the same machine code runs in this process or, read from the
+/// build cache, in another.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Pin {
+    Fail(FailDesc),
+    Frame(FrameDesc),
+    HostCall(HostCallDesc),
+    TypeArg(TypeArg),
+    Binary(BinaryDesc),
+    Struct(StructDesc),
+    Inject(InjectDesc),
+    Llm(LlmDesc),
+    Parallel(ParallelDesc),
+    /// A constant string.
+    Str(String),
+    /// A constant tool: the function (or extern) a program names as a value.
+    Tool {
+        name: String,
+        function: Option<u32>,
+    },
+}
+
+/// The symbol by which compiled code refers to pin `index`.
+pub fn pin_symbol(index: usize) -> String {
+    format!("sap_pin_{index}")
+}
+
+/// The pin a symbol names, if it names one.
+pub fn pin_of_symbol(name: &str) -> Option<usize> {
+    name.strip_prefix("sap_pin_")?.parse().ok()
+}
+
+/// The pins made for one loaded program: each descriptor boxed (its address stays put)
+/// and each constant an object holding one count. They must live as long as the code.
+pub struct Pins {
+    kept: Vec<Kept>,
+}
+
+enum Kept {
+    Fail(Box<FailDesc>),
+    Frame(Box<FrameDesc>),
+    HostCall(Box<HostCallDesc>),
+    TypeArg(Box<TypeArg>),
+    Binary(Box<BinaryDesc>),
+    Struct(Box<StructDesc>),
+    Inject(Box<InjectDesc>),
+    Llm(Box<LlmDesc>),
+    Parallel(Box<ParallelDesc>),
+    Object(ObjRef),
+}
+
+impl Pins {
+    pub fn make(pins: &[Pin]) -> Pins {
+        let kept = pins
+            .iter()
+            .cloned()
+            .map(|pin| match pin {
+                Pin::Fail(d) => Kept::Fail(Box::new(d)),
+                Pin::Frame(d) => Kept::Frame(Box::new(d)),
+                Pin::HostCall(d) => Kept::HostCall(Box::new(d)),
+                Pin::TypeArg(d) => Kept::TypeArg(Box::new(d)),
+                Pin::Binary(d) => Kept::Binary(Box::new(d)),
+                Pin::Struct(d) => Kept::Struct(Box::new(d)),
+                Pin::Inject(d) => Kept::Inject(Box::new(d)),
+                Pin::Llm(d) => Kept::Llm(Box::new(d)),
+                Pin::Parallel(d) => Kept::Parallel(Box::new(d)),
+                Pin::Str(s) => Kept::Object(ObjRef::new(Slot::Val(Value::str(&s)))),
+                Pin::Tool { name, function } => {
+                    Kept::Object(ObjRef::new(Slot::Val(Value::Tool(ToolRef {
+                        name: name.into(),
+                        function,
+                    }))))
+                }
+            })
+            .collect();
+        Pins { kept }
+    }
+
+    /// The address of every pin, by index: what `sap_pin_{i}` resolves to.
+    pub fn addresses(&self) -> Vec<usize> {
+        fn at<T>(b: &T) -> usize {
+            b as *const T as usize
+        }
+        self.kept
+            .iter()
+            .map(|k| match k {
+                Kept::Fail(b) => at(&**b),
+                Kept::Frame(b) => at(&**b),
+                Kept::HostCall(b) => at(&**b),
+                Kept::TypeArg(b) => at(&**b),
+                Kept::Binary(b) => at(&**b),
+                Kept::Struct(b) => at(&**b),
+                Kept::Inject(b) => at(&**b),
+                Kept::Llm(b) => at(&**b),
+                Kept::Parallel(b) => at(&**b),
+                Kept::Object(o) => o.word() as usize,
+            })
+            .collect()
+    }
 }

@@ -1,5 +1,8 @@
-//! The JIT: compiles a module with the code generator (`codegen`) into this process's
-//! memory, links the intrinsics by their addresses, and runs the result.
+//! The JIT: links a compiled program (`codegen::NativeProgram`) into this process's
+//! memory with Cranelift's JIT linker — the intrinsics by their addresses, the pins
+//! (`abi::Pin`) made anew — and runs it. A program comes straight from the code
+//! generator ([`compile`]) or from the build cache ([`load`]); either way nothing is
+//! compiled here.
 //!
 //! Heap values cross between Rust and compiled code as object words (see `heap.rs`):
 //! arguments are converted in, results converted out and released here. An error
@@ -8,55 +11,94 @@
 
 use std::sync::Arc;
 
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{DataId, FuncId as ClifFuncId, Linkage, Module as _};
 use ir::{FuncId, Module, Type};
 use runtime::{Context, Value};
 
-use crate::abi::{Env, ParallelDesc, Program};
-use crate::codegen::{self, Keep};
+use crate::abi::{Env, ParallelDesc, Pins, Program, pin_of_symbol, pin_symbol};
+use crate::codegen::{self, Layout, NativeProgram};
 use crate::heap::{self, Slot, from_value, new_obj, to_value};
 use crate::host::{ExecError, Host};
 use crate::intrinsics::Intr;
 use crate::ops::collect_iterations;
 
-/// A compiled module, ready to run on any number of threads at once.
+/// A program in memory, ready to run on any number of threads at once.
 pub struct JitProgram {
     code: native::Code,
-    _keep: Keep,
+    _pins: Pins,
     ir: Arc<Module>,
 }
 
-/// Compiles every function of `module` to native code.
+/// Compiles every function `main` can reach to native code and links it.
 pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
-    let mut flags = settings::builder();
-    flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
-    flags.set("is_pic", "false").map_err(|e| e.to_string())?;
-    // The IR verifier checks our code generator; tests (debug builds) keep it, release
-    // builds skip its cost at start-up.
-    let verify = if cfg!(debug_assertions) {
-        "true"
-    } else {
-        "false"
-    };
-    flags
-        .set("enable_verifier", verify)
-        .map_err(|e| e.to_string())?;
-    let isa = cranelift_native::builder()
-        .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| e.to_string())?;
+    let isa = codegen::host_isa()?;
+    let native = codegen::compile(&*isa, &module)?;
+    load(&native, module)
+}
+
+/// Links `native`, compiled from `module` (whose function bodies it no longer needs:
+/// see `ir::Module::without_bodies`), into this process.
+pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, String> {
+    let isa = codegen::host_isa()?;
+    if native.target != codegen::target_id(&*isa) {
+        return Err(format!(
+            "the program was compiled for `{}`, not this machine (`{}`)",
+            native.target,
+            codegen::target_id(&*isa)
+        ));
+    }
+    let decls = codegen::declarations(&*isa, &module);
+    let pins = Pins::make(&native.pins);
+    let addresses = pins.addresses();
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for which in Intr::ALL {
         builder.symbol(which.symbol(), which.address());
     }
+    builder.symbol_lookup_fn(Box::new(move |name| {
+        pin_of_symbol(name)
+            .and_then(|i| addresses.get(i))
+            .map(|&a| a as *const u8)
+    }));
     let mut jit = JITModule::new(builder);
-    let program = codegen::define_program(&mut jit, &module)?;
+    for (i, d) in decls.iter().enumerate() {
+        let id = jit
+            .declare_function(&d.name, d.linkage, &d.signature)
+            .map_err(|e| e.to_string())?;
+        debug_assert_eq!(id.as_u32() as usize, i);
+    }
+    for i in 0..native.pins.len() {
+        let id: DataId = jit
+            .declare_data(&pin_symbol(i), Linkage::Import, false, false)
+            .map_err(|e| e.to_string())?;
+        debug_assert_eq!(id.as_u32() as usize, i);
+    }
+    for f in &native.functions {
+        jit.define_function_bytes(
+            ClifFuncId::from_u32(f.decl),
+            f.alignment,
+            &f.code,
+            &f.relocs,
+        )
+        .map_err(|e| e.to_string())?;
+    }
     jit.finalize_definitions().map_err(|e| e.to_string())?;
-    let arities = module.functions.iter().map(|f| f.params.len()).collect();
+    let layout = Layout::new(module.functions.len());
+    let defined: std::collections::HashSet<u32> = native.functions.iter().map(|f| f.decl).collect();
+    let trampolines = module
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let decl = (layout.trampolines + i) as u32;
+            defined
+                .contains(&decl)
+                .then(|| (ClifFuncId::from_u32(decl), f.params.len()))
+        })
+        .collect();
     Ok(JitProgram {
-        code: native::Code::new(jit, &program.trampolines, arities),
-        _keep: program.keep,
+        code: native::Code::new(jit, trampolines),
+        _pins: pins,
         ir: module,
     })
 }
@@ -202,7 +244,8 @@ mod native {
     /// Finalized code, and the trampoline of every IR function with its arity.
     pub(super) struct Code {
         _module: JITModule,
-        trampolines: Vec<(Trampoline, usize)>,
+        /// `None` for a function `main` cannot reach, which was not compiled.
+        trampolines: Vec<Option<(Trampoline, usize)>>,
     }
 
     // SAFETY: the code is immutable once finalized and reentrant: it keeps its state in
@@ -211,21 +254,21 @@ mod native {
     unsafe impl Sync for Code {}
 
     impl Code {
-        /// Takes the finalized `module` and the trampolines `ids` (by IR function) that
-        /// `codegen::define_program` defined in it, with their functions' arities.
+        /// Takes the finalized `module` and the trampoline (by IR function) of each
+        /// function it defines, with the function's arity.
         pub(super) fn new(
             module: JITModule,
-            ids: &[cranelift_module::FuncId],
-            arities: Vec<usize>,
+            trampolines: Vec<Option<(cranelift_module::FuncId, usize)>>,
         ) -> Code {
-            let trampolines = ids
-                .iter()
-                .zip(arities)
-                .map(|(id, arity)| {
-                    let code = module.get_finalized_function(*id);
-                    // SAFETY: `codegen` compiled every trampoline with this signature.
-                    let f = unsafe { std::mem::transmute::<*const u8, Trampoline>(code) };
-                    (f, arity)
+            let trampolines = trampolines
+                .into_iter()
+                .map(|t| {
+                    t.map(|(id, arity)| {
+                        let code = module.get_finalized_function(id);
+                        // SAFETY: `codegen` compiled every trampoline with this signature.
+                        let f = unsafe { std::mem::transmute::<*const u8, Trampoline>(code) };
+                        (f, arity)
+                    })
                 })
                 .collect();
             Code {
@@ -237,7 +280,16 @@ mod native {
         /// Calls function `f` with `args`, one word per parameter (owned by the caller),
         /// and gives its result word (owned by the caller).
         pub(super) fn call(&self, f: FuncId, env: &mut Env<'_>, args: &[i64]) -> i64 {
-            let (trampoline, arity) = self.trampolines[f as usize];
+            let Some((trampoline, arity)) = self.trampolines.get(f as usize).copied().flatten()
+            else {
+                // Nothing calls a function `main` cannot reach; if something did, it is a
+                // bug in the reachability analysis, reported as an error of the run.
+                env.fail(crate::host::ExecError::new(
+                    format!("internal error: function {f} was not compiled"),
+                    None,
+                ));
+                return 0;
+            };
             assert_eq!(args.len(), arity, "the arguments of a compiled function");
             // SAFETY: the trampoline reads `arity` words from `args` and runs compiled
             // code on `env` (see the module's comment and `heap.rs`'s contract).

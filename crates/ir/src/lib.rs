@@ -269,11 +269,10 @@ pub enum Op {
 }
 
 impl Module {
-    /// Whether running `main` can reach an LLM call site: through calls, `parallel for`
-    /// bodies, and functions passed as tools (the `aot` executor calls them). A module
-    /// without `main` is judged by all its functions. The prelude's model-calling
-    /// functions do not count unless the program uses them.
-    pub fn calls_model(&self) -> bool {
+    /// The functions running `main` can reach: through calls, `parallel for` bodies, and
+    /// functions passed as tools (the `aot` executor calls them). In a module without
+    /// `main`, every function.
+    pub fn reachable(&self) -> Vec<bool> {
         let mut seen = vec![false; self.functions.len()];
         let mut todo: Vec<FuncId> = match self.main {
             Some(main) => vec![main],
@@ -292,12 +291,6 @@ impl Module {
                 .flat_map(|b| &b.insts)
             {
                 match &inst.op {
-                    Op::Produce { .. }
-                    | Op::Fill { .. }
-                    | Op::Choose { .. }
-                    | Op::Decide { .. } => {
-                        return true;
-                    }
                     Op::Call(callee, _) | Op::ParallelFor { body: callee, .. } => {
                         todo.push(*callee)
                     }
@@ -308,7 +301,35 @@ impl Module {
                 }
             }
         }
-        false
+        seen
+    }
+
+    /// Whether running `main` can reach an LLM call site ([`Module::reachable`]): the
+    /// prelude's model-calling functions do not count unless the program uses them.
+    pub fn calls_model(&self) -> bool {
+        let reachable = self.reachable();
+        self.functions
+            .iter()
+            .zip(reachable)
+            .filter(|(_, r)| *r)
+            .flat_map(|(f, _)| f.blocks.iter().flat_map(|b| &b.insts))
+            .any(|inst| {
+                matches!(
+                    inst.op,
+                    Op::Produce { .. } | Op::Fill { .. } | Op::Choose { .. } | Op::Decide { .. }
+                )
+            })
+    }
+
+    /// The module without its functions' bodies: what running compiled code still needs
+    /// (names, signatures, spans, call sites, types), as a cached native module stores it.
+    pub fn without_bodies(&self) -> Module {
+        let mut module = self.clone();
+        for f in &mut module.functions {
+            f.blocks = Vec::new();
+            f.locals = Vec::new();
+        }
+        module
     }
 }
 

@@ -8,9 +8,9 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, types};
 use ir::{BinOp, SrcSpan, Type};
 
+use super::I64;
 use super::function::FnCg;
-use super::{I64, keep_ptr};
-use crate::abi::{BinaryDesc, FailKind};
+use crate::abi::{BinaryDesc, FailKind, Pin};
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
@@ -39,8 +39,7 @@ impl FnCg<'_, '_> {
             | Type::Json
             | Type::Tool
             | Type::Context => {
-                let desc = keep_ptr!(self.keep.binaries, BinaryDesc { op, ty: ty.clone() });
-                let d = self.iconst(desc);
+                let d = self.pin(Pin::Binary(BinaryDesc { op, ty: ty.clone() }));
                 let r = self.call(Intr::Binary, &[self.env, d, a, b]).unwrap_or(d);
                 self.check_failed(span);
                 r

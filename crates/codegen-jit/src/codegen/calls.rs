@@ -7,11 +7,11 @@ use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::condcodes::IntCC;
 use ir::SrcSpan;
 
+use super::SLOW_PATHS;
 use super::function::{FnCg, span_of};
-use super::{SLOW_PATHS, keep_ptr};
 use crate::abi::{
     FailDesc, FailKind, FrameDesc, OFFSET_DEPTH, OFFSET_FAILED, OFFSET_ITERATIONS,
-    OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT,
+    OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT, Pin,
 };
 use crate::intrinsics::Intr;
 
@@ -107,14 +107,10 @@ impl FnCg<'_, '_> {
 
     /// Records this function on the sap stack and returns from it with the error.
     pub(super) fn unwind(&mut self, span: Option<SrcSpan>) {
-        let desc = keep_ptr!(
-            self.keep.frames,
-            FrameDesc {
-                function: self.f.name.clone(),
-                span: span_of(span, self.f)
-            }
-        );
-        let d = self.iconst(desc);
+        let d = self.pin(Pin::Frame(FrameDesc {
+            function: self.f.name.clone(),
+            span: span_of(span, self.f),
+        }));
         self.call(Intr::Unwind, &[self.env, d]);
         let zero = self.iconst(0);
         let failed = self.iconst(1);
@@ -135,8 +131,7 @@ impl FnCg<'_, '_> {
         self.b.ins().brif(condition, fail, &[], ok, &[]);
         self.b.switch_to_block(fail);
         self.b.set_cold_block(fail);
-        let desc = keep_ptr!(self.keep.fails, FailDesc { kind, span });
-        let d = self.iconst(desc);
+        let d = self.pin(Pin::Fail(FailDesc { kind, span }));
         self.call(Intr::Fail, &[self.env, d, a, b]);
         self.unwind(span);
         self.b.switch_to_block(ok);
@@ -144,8 +139,7 @@ impl FnCg<'_, '_> {
 
     /// Fails with `kind` here, ending the block.
     pub(super) fn fail_now(&mut self, kind: FailKind, span: Option<SrcSpan>) {
-        let desc = keep_ptr!(self.keep.fails, FailDesc { kind, span });
-        let d = self.iconst(desc);
+        let d = self.pin(Pin::Fail(FailDesc { kind, span }));
         let zero = self.iconst(0);
         self.call(Intr::Fail, &[self.env, d, zero, zero]);
         self.unwind(span);

@@ -12,16 +12,17 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData
 use cranelift_frontend::{FunctionBuilder, Variable};
 use ir::{Function, Module, SrcSpan, Terminator, Type};
 
+use super::I64;
 use super::ownership::{borrowed_loads, cross_block_values};
-use super::{I64, Keep};
-use crate::abi::FailKind;
+use crate::abi::{FailKind, Pin};
 use crate::intrinsics::Intr;
 
 pub(super) struct FnCg<'a, 'b> {
     pub(super) b: FunctionBuilder<'b>,
     pub(super) module: &'a Module,
     pub(super) f: &'a Function,
-    pub(super) keep: &'a mut Keep,
+    /// What the program's code points at, shared by all its functions.
+    pub(super) pins: &'a mut Vec<Pin>,
     pub(super) callees: Callees<'a>,
     pub(super) env: clif::Value,
     pub(super) vars: Vec<Variable>,
@@ -100,27 +101,33 @@ impl<'t> Callees<'t> {
         self.declare(func, 2, index)
     }
 
-    /// What `cranelift_module::Module::declare_func_in_func` does, once per callee.
     fn declare(&mut self, func: &mut clif::Function, table: u8, index: usize) -> clif::FuncRef {
         let callable = match table {
             0 => &self.intrinsics[index],
             1 => &self.functions[index],
             _ => &self.slow_paths[index],
         };
-        *self.declared.entry((table, index)).or_insert_with(|| {
-            let signature = func.import_signature(callable.signature.clone());
-            let name = func.declare_imported_user_function(clif::UserExternalName {
-                namespace: 0,
-                index: callable.id.as_u32(),
-            });
-            func.import_function(clif::ExtFuncData {
-                name: clif::ExternalName::user(name),
-                signature,
-                colocated: callable.colocated,
-                patchable: false,
-            })
-        })
+        *self
+            .declared
+            .entry((table, index))
+            .or_insert_with(|| import(func, callable))
     }
+}
+
+/// Declares `callable` in `func`, as `cranelift_module::Module::declare_func_in_func`
+/// does.
+pub(super) fn import(func: &mut clif::Function, callable: &Callable) -> clif::FuncRef {
+    let signature = func.import_signature(callable.signature.clone());
+    let name = func.declare_imported_user_function(clif::UserExternalName {
+        namespace: 0,
+        index: callable.id.as_u32(),
+    });
+    func.import_function(clif::ExtFuncData {
+        name: clif::ExternalName::user(name),
+        signature,
+        colocated: callable.colocated,
+        patchable: false,
+    })
 }
 
 pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpan> {
@@ -142,18 +149,39 @@ pub(super) struct Appender {
 }
 
 impl<'a, 'b> FnCg<'a, 'b> {
+    /// The address of pin `pin` (see `abi::Pin`), which the code reads as the value of
+    /// the symbol `sap_pin_{i}`: an absolute address, patched when the code is loaded.
+    pub(super) fn pin(&mut self, pin: Pin) -> clif::Value {
+        let index = self.pins.len() as u32;
+        self.pins.push(pin);
+        let name = self
+            .b
+            .func
+            .declare_imported_user_function(clif::UserExternalName {
+                namespace: 1,
+                index,
+            });
+        let global = self.b.create_global_value(clif::GlobalValueData::Symbol {
+            name: clif::ExternalName::user(name),
+            offset: clif::immediates::Imm64::new(0),
+            colocated: false,
+            tls: false,
+        });
+        self.b.ins().symbol_value(I64, global)
+    }
+
     pub(super) fn new(
         b: FunctionBuilder<'b>,
         module: &'a Module,
         f: &'a Function,
-        keep: &'a mut Keep,
+        pins: &'a mut Vec<Pin>,
         callees: Callees<'a>,
     ) -> Self {
         FnCg {
             b,
             module,
             f,
-            keep,
+            pins,
             callees,
             env: clif::Value::from_u32(0),
             vars: Vec::new(),

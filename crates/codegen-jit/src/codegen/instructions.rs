@@ -2,32 +2,27 @@
 //! and calls between sap functions, and intrinsic calls (with their descriptors) for
 //! host calls, data, contexts and LLM sites.
 
-use std::sync::Arc;
-
 use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, types};
 use ir::{BinOp, Const, Op, SrcSpan, Type, UnOp};
-use runtime::Value;
 
+use super::I64;
 use super::function::FnCg;
 use super::lists::element_type;
-use super::{I64, keep_ptr};
-use crate::abi::{HostCallDesc, InjectDesc, LlmDesc, LlmKind, ParallelDesc, StructDesc, TypeArg};
-use crate::heap::{ObjRef, Slot};
+use crate::abi::{
+    HostCallDesc, InjectDesc, LlmDesc, LlmKind, ParallelDesc, Pin, StructDesc, TypeArg,
+};
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
     pub(super) fn type_arg(&mut self, ty: Type, span: Option<SrcSpan>) -> clif::Value {
-        let p = keep_ptr!(self.keep.type_args, TypeArg { ty, span });
-        self.iconst(p)
+        self.pin(Pin::TypeArg(TypeArg { ty, span }))
     }
 
-    pub(super) fn const_obj(&mut self, slot: Slot) -> clif::Value {
-        let object = ObjRef::new(slot);
-        let ptr = object.word();
-        self.keep.consts.push(object);
-        let v = self.iconst(ptr);
+    /// A constant object (a string or a tool), with a count for the code that uses it.
+    pub(super) fn const_obj(&mut self, pin: Pin) -> clif::Value {
+        let v = self.pin(pin);
         self.call(Intr::Retain, &[v]);
         v
     }
@@ -46,13 +41,11 @@ impl FnCg<'_, '_> {
                 Const::Int(n) => self.iconst(*n),
                 Const::Float(x) => self.iconst(x.to_bits() as i64),
                 Const::Variant(_, i) => self.iconst(*i as i64),
-                Const::Str(s) => self.const_obj(Slot::Val(Value::str(s))),
-                Const::Tool { name, function } => {
-                    self.const_obj(Slot::Val(Value::Tool(runtime::value::ToolRef {
-                        name: Arc::from(name.as_str()),
-                        function: *function,
-                    })))
-                }
+                Const::Str(s) => self.const_obj(Pin::Str(s.clone())),
+                Const::Tool { name, function } => self.const_obj(Pin::Tool {
+                    name: name.clone(),
+                    function: *function,
+                }),
             },
             Op::Load(l) => {
                 let v = self.b.use_var(self.vars[*l as usize]);
@@ -133,19 +126,15 @@ impl FnCg<'_, '_> {
                     let l = self.value(args[0]);
                     return Ok(Some(self.list_len(l)));
                 }
-                let desc = keep_ptr!(
-                    self.keep.host_calls,
-                    HostCallDesc {
-                        builtin,
-                        name,
-                        args: arg_types,
-                        ret: ty.clone(),
-                        span
-                    }
-                );
+                let d = self.pin(Pin::HostCall(HostCallDesc {
+                    builtin,
+                    name,
+                    args: arg_types,
+                    ret: ty.clone(),
+                    span,
+                }));
                 let values: Vec<clif::Value> = args.iter().map(|a| self.value(*a)).collect();
                 let array = self.array(&values);
-                let d = self.iconst(desc);
                 self.publish_depth();
                 let r = self
                     .call(Intr::CallHost, &[self.env, d, array])
@@ -190,16 +179,12 @@ impl FnCg<'_, '_> {
                     .iter()
                     .map(|v| self.value_type(*v).cloned().unwrap_or(Type::Unit))
                     .collect();
-                let desc = keep_ptr!(
-                    self.keep.structs,
-                    StructDesc {
-                        type_id: *t,
-                        fields: field_types
-                    }
-                );
+                let d = self.pin(Pin::Struct(StructDesc {
+                    type_id: *t,
+                    fields: field_types,
+                }));
                 let values: Vec<clif::Value> = fields.iter().map(|v| self.value(*v)).collect();
                 let array = self.array(&values);
-                let d = self.iconst(desc);
                 let r = self.call(Intr::Struct, &[self.env, d, array]).unwrap_or(d);
                 self.check_failed(span);
                 r
@@ -237,7 +222,7 @@ impl FnCg<'_, '_> {
             }
             Op::Instruct(c, text) => {
                 let c = self.value(*c);
-                let t = self.const_obj(Slot::Val(Value::str(text)));
+                let t = self.const_obj(Pin::Str(text.to_string()));
                 self.call(Intr::Instruct, &[c, t]);
                 self.call(Intr::Release, &[t]);
                 return Ok(None);
@@ -249,16 +234,12 @@ impl FnCg<'_, '_> {
                 label,
             } => {
                 let value_ty = self.value_type(*value).cloned().unwrap_or(Type::Unit);
-                let desc = keep_ptr!(
-                    self.keep.injects,
-                    InjectDesc {
-                        ty: value_ty,
-                        function: function.clone(),
-                        label: label.clone()
-                    }
-                );
+                let d = self.pin(Pin::Inject(InjectDesc {
+                    ty: value_ty,
+                    function: function.clone(),
+                    label: label.clone(),
+                }));
                 let (c, v) = (self.value(*ctx), self.value(*value));
-                let d = self.iconst(desc);
                 self.call(Intr::Inject, &[self.env, d, c, v]);
                 self.check_failed(span);
                 return Ok(None);
@@ -273,9 +254,8 @@ impl FnCg<'_, '_> {
                     Op::Fill { .. } => LlmKind::Fill,
                     _ => LlmKind::Choose,
                 };
-                let desc = keep_ptr!(self.keep.llms, LlmDesc { kind, site: *site });
+                let d = self.pin(Pin::Llm(LlmDesc { kind, site: *site }));
                 let c = self.value(*ctx);
-                let d = self.iconst(desc);
                 // The schema a `Json` result must match, or 0.
                 let extra = match op {
                     Op::Produce {
@@ -308,20 +288,16 @@ impl FnCg<'_, '_> {
                     .map(|c| self.value_type(*c).cloned().unwrap_or(Type::Unit))
                     .collect();
                 let elem = body_f.params.last().map_or(Type::Unit, |p| p.ty.clone());
-                let desc = keep_ptr!(
-                    self.keep.parallels,
-                    ParallelDesc {
-                        body: *body,
-                        captures: capture_types,
-                        elem,
-                        result: body_f.ret.clone(),
-                        span
-                    }
-                );
+                let d = self.pin(Pin::Parallel(ParallelDesc {
+                    body: *body,
+                    captures: capture_types,
+                    elem,
+                    result: body_f.ret.clone(),
+                    span,
+                }));
                 let values: Vec<clif::Value> = captures.iter().map(|c| self.value(*c)).collect();
                 let array = self.array(&values);
                 let l = self.value(*list);
-                let d = self.iconst(desc);
                 self.publish_depth();
                 let r = self
                     .call(Intr::Parallel, &[self.env, d, l, array])

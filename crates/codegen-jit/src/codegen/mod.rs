@@ -4,9 +4,12 @@
 //! comparisons, control flow, calls between sap functions, recursion and the common
 //! list operations are native code; everything else calls the intrinsics.
 //!
-//! [`define_program`] works on any `cranelift_module::Module`: the JIT (`jit.rs`) gives
-//! it a `JITModule` and then finalizes and runs the code; nothing here knows where the
-//! code will live.
+//! [`compile`] makes a [`NativeProgram`]: each function's machine code and relocations,
+//! and the pins the code points at (`abi::Pin`), as plain data. Nothing here knows
+//! where the code will live: `jit.rs` links it into this process, either right away
+//! (`sapc run`) or after `native_module.rs` wrote it to the build cache and read it back
+//! (`sapc build`, then `sapc run`). Only the functions `main` can reach are compiled,
+//! and they are compiled in parallel, one Cranelift context per thread.
 //!
 //! - `function.rs`: [`FnCg`](function::FnCg), one function's blocks and values;
 //! - `instructions.rs`: what each IR instruction becomes;
@@ -22,53 +25,23 @@ mod instructions;
 mod lists;
 mod ownership;
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     self as clif, AbiParam, InstBuilder, MemFlagsData as MemFlags, Signature, UserFuncName, types,
 };
-use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa, TargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{FuncId, Linkage, ModuleReloc};
 
-use crate::abi::{
-    BinaryDesc, FailDesc, FrameDesc, HostCallDesc, InjectDesc, LlmDesc, OFFSET_DEPTH,
-    OFFSET_MAX_DEPTH, OFFSET_OUT, ParallelDesc, StructDesc, TypeArg, Word,
-};
-use crate::heap::ObjRef;
+use crate::abi::{OFFSET_DEPTH, OFFSET_MAX_DEPTH, OFFSET_OUT, Pin, Word};
 use crate::intrinsics::Intr;
-use function::{Callable, Callees, FnCg};
+use function::{Callable, Callees, FnCg, import};
 
 const I64: clif::Type = types::I64;
-
-/// Owns everything compiled code points at: the descriptors and the constants.
-/// Descriptors are boxed so their addresses, baked into the code, stay put as the vectors
-/// grow.
-#[derive(Default)]
-#[allow(clippy::vec_box)]
-pub struct Keep {
-    fails: Vec<Box<FailDesc>>,
-    frames: Vec<Box<FrameDesc>>,
-    host_calls: Vec<Box<HostCallDesc>>,
-    type_args: Vec<Box<TypeArg>>,
-    binaries: Vec<Box<BinaryDesc>>,
-    structs: Vec<Box<StructDesc>>,
-    injects: Vec<Box<InjectDesc>>,
-    llms: Vec<Box<LlmDesc>>,
-    parallels: Vec<Box<ParallelDesc>>,
-    /// Constant strings and tools, one count each held here.
-    consts: Vec<ObjRef>,
-}
-
-/// Keeps a descriptor in `Keep` and gives its address, to bake into the code.
-macro_rules! keep_ptr {
-    ($vec:expr, $value:expr) => {{
-        let boxed = Box::new($value);
-        let ptr = &*boxed as *const _ as i64;
-        $vec.push(boxed);
-        ptr
-    }};
-}
-use keep_ptr;
 
 /// Intrinsics called from the cold side of an inline fast path, through an adapter that
 /// preserves every register and leaves the result in `Env::out` (`FnCg::slow_paths`, in
@@ -81,20 +54,98 @@ const SLOW_PATHS: &[Intr] = &[
     Intr::Set,
 ];
 
-/// What [`define_program`] leaves besides the code in the module.
-pub struct Program {
-    /// What the code points at; it must live as long as the code.
-    pub keep: Keep,
-    /// The trampoline `fn(env, args: *const i64) -> result` of every IR function.
-    pub trampolines: Vec<FuncId>,
+/// A program compiled to machine code, not yet anywhere in memory.
+pub struct NativeProgram {
+    /// The target the code was compiled for ([`target_id`]).
+    pub target: String,
+    /// Every defined function: its declaration (see [`declarations`]) and its code.
+    pub functions: Vec<CompiledFunction>,
+    /// What the code points at, by pin index.
+    pub pins: Vec<Pin>,
 }
 
-/// Declares and defines every function of `ir` in `m`, importing the intrinsics by
-/// their symbols.
-pub fn define_program<M: Module>(m: &mut M, ir: &ir::Module) -> Result<Program, String> {
-    let mut intrinsic_ids = Vec::new();
+/// One function's machine code and the places in it to patch when it is loaded.
+pub struct CompiledFunction {
+    /// Its index in [`declarations`].
+    pub decl: u32,
+    pub alignment: u64,
+    pub code: Vec<u8>,
+    /// Targets are `User { namespace: 0 }` for a declared function, `User { namespace: 1
+    /// }` for a pin, a libcall, or an offset in the function itself.
+    pub relocs: Vec<ModuleReloc>,
+}
+
+/// A function the code may call or define, in the order of [`declarations`].
+pub struct Declaration {
+    pub name: String,
+    pub linkage: Linkage,
+    pub signature: Signature,
+}
+
+/// Where each kind of function starts in [`declarations`]: the intrinsics (imported),
+/// then the adapters of `SLOW_PATHS`, then every IR function, then each one's
+/// trampoline.
+pub struct Layout {
+    pub slow_paths: usize,
+    pub functions: usize,
+    pub trampolines: usize,
+}
+
+impl Layout {
+    pub fn new(function_count: usize) -> Layout {
+        let slow_paths = Intr::ALL.len();
+        let functions = slow_paths + SLOW_PATHS.len();
+        Layout {
+            slow_paths,
+            functions,
+            trampolines: functions + function_count,
+        }
+    }
+}
+
+/// The host's ISA, as both `compile` and the loader use it.
+pub fn host_isa() -> Result<OwnedTargetIsa, String> {
+    use cranelift_codegen::settings::{self, Configurable};
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
+    flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    // The IR verifier checks our code generator; tests (debug builds) keep it, release
+    // builds skip its cost at start-up.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    flags
+        .set("enable_verifier", verify)
+        .map_err(|e| e.to_string())?;
+    cranelift_native::builder()
+        .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())
+}
+
+/// What code compiled for `isa` needs of the machine that runs it: the target triple
+/// and every ISA flag (the CPU features `cranelift_native` detected among them).
+pub fn target_id(isa: &dyn TargetIsa) -> String {
+    let flags: Vec<String> = isa.isa_flags().iter().map(|v| v.to_string()).collect();
+    format!("{} {}", isa.triple(), flags.join(","))
+}
+
+/// Every function of a program of `ir`'s shape, in a fixed order ([`Layout`]): the same
+/// list when the program is compiled and when it is loaded, so a declaration's index is
+/// its `FuncId` in both.
+pub fn declarations(isa: &dyn TargetIsa, ir: &ir::Module) -> Vec<Declaration> {
+    let call_conv = isa.default_call_conv();
+    let words = |params: usize, returns: usize| {
+        let mut sig = Signature::new(call_conv);
+        sig.params.extend((0..params).map(|_| AbiParam::new(I64)));
+        sig.returns.extend((0..returns).map(|_| AbiParam::new(I64)));
+        sig
+    };
+    let mut out = Vec::new();
     for which in Intr::ALL {
-        let mut sig = m.make_signature();
+        let mut sig = Signature::new(call_conv);
         let word = |w: &Word| {
             AbiParam::new(match w {
                 Word::Int => I64,
@@ -103,165 +154,270 @@ pub fn define_program<M: Module>(m: &mut M, ir: &ir::Module) -> Result<Program, 
         };
         sig.params.extend(which.params().iter().map(word));
         sig.returns.extend(which.result().as_ref().map(word));
-        let id = m
-            .declare_function(which.symbol(), Linkage::Import, &sig)
-            .map_err(|e| e.to_string())?;
-        intrinsic_ids.push(id);
+        out.push(Declaration {
+            name: which.symbol().to_owned(),
+            linkage: Linkage::Import,
+            signature: sig,
+        });
     }
-    let slow_ids = define_slow_paths(m, &intrinsic_ids)?;
-
-    let mut func_ids = Vec::new();
+    for i in 0..SLOW_PATHS.len() {
+        let mut sig = words(5, 0);
+        sig.call_conv = CallConv::PreserveAll;
+        out.push(Declaration {
+            name: format!("sap_slow_{i}"),
+            linkage: Linkage::Local,
+            signature: sig,
+        });
+    }
+    // `fn(env, depth_left, params…) -> (result, failed)`.
     for (i, f) in ir.functions.iter().enumerate() {
-        // `fn(env, depth_left, params…) -> (result, failed)`.
-        let sig = words_signature(m, 2 + f.params.len(), 2);
-        func_ids.push(
-            m.declare_function(&format!("sap_fn_{i}"), Linkage::Local, &sig)
-                .map_err(|e| e.to_string())?,
-        );
+        out.push(Declaration {
+            name: format!("sap_fn_{i}"),
+            linkage: Linkage::Local,
+            signature: words(2 + f.params.len(), 2),
+        });
     }
-    let mut tramp_ids = Vec::new();
+    // `fn(env, args: *const i64) -> result`.
     for i in 0..ir.functions.len() {
-        let sig = words_signature(m, 2, 1);
-        tramp_ids.push(
-            m.declare_function(&format!("sap_tramp_{i}"), Linkage::Local, &sig)
-                .map_err(|e| e.to_string())?,
-        );
+        out.push(Declaration {
+            name: format!("sap_tramp_{i}"),
+            linkage: Linkage::Local,
+            signature: words(2, 1),
+        });
     }
+    out
+}
 
-    let frontend = m.target_config();
-    let callables = |ids: &[FuncId]| -> Vec<Callable> {
-        ids.iter()
-            .map(|&id| {
-                let decl = m.declarations().get_function_decl(id);
-                Callable {
-                    id,
-                    signature: decl.signature.clone(),
-                    colocated: decl.linkage.is_final(),
-                }
-            })
-            .collect()
-    };
-    let (intrinsics, functions, slow_paths) = (
-        callables(&intrinsic_ids),
-        callables(&func_ids),
-        callables(&slow_ids),
-    );
-    let mut keep = Keep::default();
-    let mut ctx = m.make_context();
+/// Compiles the functions of `ir` that `main` can reach (and their trampolines) for
+/// `isa`.
+pub fn compile(isa: &dyn TargetIsa, ir: &ir::Module) -> Result<NativeProgram, String> {
+    let decls = declarations(isa, ir);
+    let layout = Layout::new(ir.functions.len());
+    let callables: Vec<Callable> = decls
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Callable {
+            id: FuncId::from_u32(i as u32),
+            signature: d.signature.clone(),
+            colocated: d.linkage != Linkage::Import,
+        })
+        .collect();
+    let intrinsics = &callables[..layout.slow_paths];
+    let slow_paths = &callables[layout.slow_paths..layout.functions];
+    let functions = &callables[layout.functions..layout.trampolines];
+    let frontend = isa.frontend_config();
+
+    // Cranelift functions are built here, one after another (they share the pins), and
+    // compiled below, in parallel.
+    let mut built: Vec<(u32, clif::Function, String)> = Vec::new();
+    for (i, which) in SLOW_PATHS.iter().enumerate() {
+        let decl = (layout.slow_paths + i) as u32;
+        let func = slow_path(
+            &callables[decl as usize],
+            &intrinsics[*which as usize],
+            *which,
+            frontend,
+        );
+        built.push((decl, func, format!("slow path {i}")));
+    }
+    let mut pins = Vec::new();
     let mut fctx = FunctionBuilderContext::new();
+    let reachable = ir.reachable();
     for (i, f) in ir.functions.iter().enumerate() {
-        ctx.func.signature = functions[i].signature.clone();
-        ctx.func.name = UserFuncName::user(0, i as u32);
+        if !reachable[i] {
+            continue;
+        }
+        let mut func = clif::Function::with_name_signature(
+            UserFuncName::user(0, i as u32),
+            functions[i].signature.clone(),
+        );
         {
-            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let callees = Callees::new(&intrinsics, &functions, &slow_paths);
-            let mut cg = FnCg::new(b, ir, f, &mut keep, callees);
+            let b = FunctionBuilder::new(&mut func, &mut fctx);
+            let callees = Callees::new(intrinsics, functions, slow_paths);
+            let mut cg = FnCg::new(b, ir, f, &mut pins, callees);
             cg.body()
                 .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
             cg.b.finalize(frontend);
         }
-        m.define_function(func_ids[i], &mut ctx)
-            .map_err(|e| format!("cannot compile `{}`: {e:?}", f.name))?;
-        // For people working on the code generator: `SAP_JIT_DUMP=dir` writes each
-        // function's machine code to `dir/<name>.bin` (`objdump -D -b binary -m i386:x86-64`).
-        if let (Some(code), Some(dir)) = (ctx.compiled_code(), std::env::var_os("SAP_JIT_DUMP")) {
-            let path = std::path::Path::new(&dir).join(format!("{}.bin", f.name));
-            let _ = std::fs::write(path, code.buffer.data());
-        }
-        m.clear_context(&mut ctx);
-
-        // The trampoline: unpack the argument array, call, return.
-        ctx.func.signature = m
-            .declarations()
-            .get_function_decl(tramp_ids[i])
-            .signature
-            .clone();
-        ctx.func.name = UserFuncName::user(1, i as u32);
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let entry = b.create_block();
-            b.append_block_params_for_function_params(entry);
-            b.switch_to_block(entry);
-            let (env, args) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            // The depth budget left: none when the depth has reached the limit.
-            let depth = b.ins().load(I64, MemFlags::trusted(), env, OFFSET_DEPTH);
-            let max = b
-                .ins()
-                .load(I64, MemFlags::trusted(), env, OFFSET_MAX_DEPTH);
-            let left = b.ins().isub(max, depth);
-            let spent = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
-            let none = b.ins().iconst(I64, 0);
-            let left = b.ins().select(spent, none, left);
-            let mut call_args = vec![env, left];
-            for k in 0..f.params.len() {
-                call_args.push(b.ins().load(I64, MemFlags::trusted(), args, (k * 8) as i32));
-            }
-            let callee = m.declare_func_in_func(func_ids[i], b.func);
-            let call = b.ins().call(callee, &call_args);
-            let result = b.inst_results(call)[0];
-            b.ins().return_(&[result]);
-            b.seal_all_blocks();
-            b.finalize(frontend);
-        }
-        m.define_function(tramp_ids[i], &mut ctx)
-            .map_err(|e| format!("cannot compile a trampoline: {e:?}"))?;
-        m.clear_context(&mut ctx);
+        built.push(((layout.functions + i) as u32, func, f.name.clone()));
+        let decl = (layout.trampolines + i) as u32;
+        let func = trampoline(
+            &callables[decl as usize],
+            &functions[i],
+            f.params.len(),
+            &mut fctx,
+            frontend,
+        );
+        built.push((decl, func, format!("the trampoline of `{}`", f.name)));
     }
-    Ok(Program {
-        keep,
-        trampolines: tramp_ids,
+
+    let compiled = compile_all(isa, built)?;
+    Ok(NativeProgram {
+        target: target_id(isa),
+        functions: compiled,
+        pins,
     })
 }
 
-/// A signature of `params` words returning `returns` words, in the default convention.
-fn words_signature<M: Module>(m: &M, params: usize, returns: usize) -> Signature {
-    let mut sig = m.make_signature();
-    sig.params.extend((0..params).map(|_| AbiParam::new(I64)));
-    sig.returns.extend((0..returns).map(|_| AbiParam::new(I64)));
-    sig
+/// Compiles the built functions on every core: each thread takes the next function
+/// until none is left. The result keeps the input's order.
+fn compile_all(
+    isa: &dyn TargetIsa,
+    built: Vec<(u32, clif::Function, String)>,
+) -> Result<Vec<CompiledFunction>, String> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(built.len().div_ceil(32))
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let work: Vec<Mutex<Option<(u32, clif::Function, String)>>> =
+        built.into_iter().map(|b| Mutex::new(Some(b))).collect();
+    let results: Vec<Mutex<Option<Result<CompiledFunction, String>>>> =
+        (0..work.len()).map(|_| Mutex::new(None)).collect();
+    let run = || {
+        let mut ctx = cranelift_codegen::Context::new();
+        let mut ctrl = ControlPlane::default();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = work.get(i) else { break };
+            let Some((decl, func, what)) = slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+            else {
+                continue;
+            };
+            let result = compile_one(isa, &mut ctx, &mut ctrl, decl, func, &what);
+            *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        }
+    };
+    if threads == 1 {
+        run();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                scope.spawn(run);
+            }
+            run();
+        });
+    }
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err("a function was not compiled".to_owned()))
+        })
+        .collect()
+}
+
+fn compile_one(
+    isa: &dyn TargetIsa,
+    ctx: &mut cranelift_codegen::Context,
+    ctrl: &mut ControlPlane,
+    decl: u32,
+    func: clif::Function,
+    what: &str,
+) -> Result<CompiledFunction, String> {
+    ctx.clear();
+    ctx.func = func;
+    let alignment = ctx
+        .compile(isa, ctrl)
+        .map_err(|e| format!("cannot compile {what}: {:?}", e.inner))?
+        .buffer
+        .alignment as u64;
+    let compiled = ctx.compiled_code().expect("compiled just now");
+    let relocs = compiled
+        .buffer
+        .relocs()
+        .iter()
+        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, FuncId::from_u32(decl)))
+        .collect();
+    let code = compiled.code_buffer().to_vec();
+    // For people working on the code generator: `SAP_JIT_DUMP=dir` writes each
+    // function's machine code to `dir/<name>.bin` (`objdump -D -b binary -m i386:x86-64`).
+    if let Some(dir) = std::env::var_os("SAP_JIT_DUMP") {
+        let path = std::path::Path::new(&dir).join(format!("{what}.bin"));
+        let _ = std::fs::write(path, &code);
+    }
+    Ok(CompiledFunction {
+        decl,
+        alignment,
+        code,
+        relocs,
+    })
+}
+
+/// The trampoline of a function of `arity` parameters: unpack the argument array, call,
+/// return.
+fn trampoline(
+    this: &Callable,
+    function: &Callable,
+    arity: usize,
+    fctx: &mut FunctionBuilderContext,
+    frontend: cranelift_codegen::isa::TargetFrontendConfig,
+) -> clif::Function {
+    let mut func = clif::Function::with_name_signature(
+        UserFuncName::user(1, this.id.as_u32()),
+        this.signature.clone(),
+    );
+    let mut b = FunctionBuilder::new(&mut func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (env, args) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+    // The depth budget left: none when the depth has reached the limit.
+    let depth = b.ins().load(I64, MemFlags::trusted(), env, OFFSET_DEPTH);
+    let max = b
+        .ins()
+        .load(I64, MemFlags::trusted(), env, OFFSET_MAX_DEPTH);
+    let left = b.ins().isub(max, depth);
+    let spent = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
+    let none = b.ins().iconst(I64, 0);
+    let left = b.ins().select(spent, none, left);
+    let mut call_args = vec![env, left];
+    for k in 0..arity {
+        call_args.push(b.ins().load(I64, MemFlags::trusted(), args, (k * 8) as i32));
+    }
+    let callee = import(b.func, function);
+    let call = b.ins().call(callee, &call_args);
+    let result = b.inst_results(call)[0];
+    b.ins().return_(&[result]);
+    b.seal_all_blocks();
+    b.finalize(frontend);
+    func
 }
 
 /// The slow paths of inline list operations go through adapters that preserve every
 /// register: the values a loop keeps in registers stay there across them, instead of
 /// living in callee-saved registers or on the stack for the sake of a rare call.
-fn define_slow_paths<M: Module>(
-    m: &mut M,
-    intrinsic_ids: &[FuncId],
-) -> Result<Vec<FuncId>, String> {
-    let mut slow_ids = Vec::new();
-    for (i, which) in SLOW_PATHS.iter().enumerate() {
-        let mut sig = words_signature(m, 5, 0);
-        sig.call_conv = CallConv::PreserveAll;
-        let id = m
-            .declare_function(&format!("sap_slow_{i}"), Linkage::Local, &sig)
-            .map_err(|e| e.to_string())?;
-        let frontend = m.target_config();
-        let mut ctx = m.make_context();
-        ctx.func.signature = sig;
-        let mut fctx = FunctionBuilderContext::new();
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let params = b.block_params(entry).to_vec();
-        let arity = which.params().len();
-        let callee = m.declare_func_in_func(intrinsic_ids[*which as usize], b.func);
-        // `Env` and a descriptor first, or (`ListLen`) just the list after the `Env`.
-        let args = if arity >= 3 {
-            &params[..arity]
-        } else {
-            &params[1..=arity]
-        };
-        let call = b.ins().call(callee, args);
-        let result = b.inst_results(call)[0];
-        b.ins()
-            .store(MemFlags::trusted(), result, params[0], OFFSET_OUT);
-        b.ins().return_(&[]);
-        b.seal_all_blocks();
-        b.finalize(frontend);
-        m.define_function(id, &mut ctx)
-            .map_err(|e| format!("cannot compile a slow path: {e:?}"))?;
-        slow_ids.push(id);
-    }
-    Ok(slow_ids)
+fn slow_path(
+    this: &Callable,
+    intrinsic: &Callable,
+    which: Intr,
+    frontend: cranelift_codegen::isa::TargetFrontendConfig,
+) -> clif::Function {
+    let mut func = clif::Function::with_name_signature(
+        UserFuncName::user(2, this.id.as_u32()),
+        this.signature.clone(),
+    );
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let arity = which.params().len();
+    let callee = import(b.func, intrinsic);
+    // `Env` and a descriptor first, or (`ListLen`) just the list after the `Env`.
+    let args = if arity >= 3 {
+        &params[..arity]
+    } else {
+        &params[1..=arity]
+    };
+    let call = b.ins().call(callee, args);
+    let result = b.inst_results(call)[0];
+    b.ins()
+        .store(MemFlags::trusted(), result, params[0], OFFSET_OUT);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(frontend);
+    func
 }
