@@ -32,9 +32,20 @@ pub struct JitProgram {
 
 /// Compiles every function `main` can reach to native code and links it.
 pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
-    let isa = codegen::host_isa()?;
-    let native = codegen::compile(&*isa, &module)?;
+    let native = compile_native(&module)?;
     load(&native, module)
+}
+
+/// Compiles every function `main` can reach to native code for this machine, without
+/// linking it (what the build cache stores).
+pub fn compile_native(module: &Module) -> Result<NativeProgram, String> {
+    let isa = codegen::host_isa()?;
+    codegen::compile(&*isa, module)
+}
+
+/// What code compiled here needs of a machine: its target triple and CPU features.
+pub fn target() -> Result<String, String> {
+    Ok(codegen::target_id(&*codegen::host_isa()?))
 }
 
 /// Links `native`, compiled from `module` (whose function bodies it no longer needs:

@@ -26,12 +26,14 @@ pub mod host;
 mod intrinsics;
 pub mod jit;
 mod jsonpath;
+pub mod native_module;
 mod ops;
 mod toposort;
 
+pub use codegen::NativeProgram;
 pub use eval::Evaluator;
 pub use host::{ExecError, Externs, Host, Limits, StackFrame};
-pub use jit::{JitProgram, compile};
+pub use jit::{JitProgram, compile, compile_native, load, target};
 
 /// Runs `f` on a thread with a stack large enough for deep sap recursion (the limit in
 /// `Limits::max_depth` stops it before the stack ends).

@@ -1,5 +1,6 @@
 //! The engine fixtures: every program in `tests/fixtures/run/` and every example in
-//! `examples/` runs on both engines — the Cranelift JIT and the reference evaluator —
+//! `examples/` runs on both engines — the Cranelift JIT (compiled in memory, and
+//! through the build cache's native module) and the reference evaluator —
 //! and must print exactly its `NAME.out` and, when it stops with a runtime error, fail
 //! exactly as its `NAME.err` says. A program that asks the model is answered from the
 //! `NAME.transcript.jsonl` beside it; the replay only answers a request identical to a
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
+use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, native_module, on_big_stack};
 use ir::{Module, SrcSpan};
 use runtime::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, ProviderError};
 use runtime::provider::replay::ReplayProvider;
@@ -114,7 +115,20 @@ fn fixtures() -> Vec<Fixture> {
 #[derive(Clone, Copy, Debug)]
 enum Engine {
     Jit,
+    /// Compiled, written as the build cache's native module, read back and linked: the
+    /// code `sapc run` loads after `sapc build`, run with the module it stores.
+    Cached,
     Evaluator,
+}
+
+/// The native module of `module` as the build cache would store and read it back.
+fn through_the_cache(module: &Module) -> (Arc<Module>, codegen_jit::NativeProgram) {
+    let target = codegen_jit::target().unwrap();
+    let native = codegen_jit::compile_native(module).expect("the module compiles");
+    let bytes = native_module::write("fixtures", module, &native).expect("the module is stored");
+    let read = native_module::read(&bytes, "fixtures", &target).expect("the module reads back");
+    assert_eq!(read.calls_model, module.calls_model());
+    (Arc::new(read.ir), read.program)
 }
 
 /// What a run showed: its output, its error rendered, and what went wrong around it.
@@ -153,6 +167,13 @@ fn compile(fixture: &Fixture) -> (Arc<Module>, Vec<String>) {
 
 fn run(fixture: &Fixture, engine: Engine, tokio: &tokio::runtime::Runtime) -> Outcome {
     let (module, sources) = compile(fixture);
+    let (module, cached) = match engine {
+        Engine::Cached => {
+            let (stored, native) = through_the_cache(&module);
+            (stored, Some(native))
+        }
+        _ => (module, None),
+    };
     let transcript = fixture.beside("transcript.jsonl");
     let replay = transcript.is_file().then(|| {
         Arc::new(ReplayProvider::from_file(&transcript).unwrap_or_else(|e| panic!("{e}")))
@@ -185,6 +206,11 @@ fn run(fixture: &Fixture, engine: Engine, tokio: &tokio::runtime::Runtime) -> Ou
     let result = match engine {
         Engine::Jit => {
             let program = codegen_jit::compile(host.module.clone()).expect("the module compiles");
+            on_big_stack(|| program.run_main(&host))
+        }
+        Engine::Cached => {
+            let native = cached.expect("read back");
+            let program = codegen_jit::load(&native, host.module.clone()).expect("it links");
             on_big_stack(|| program.run_main(&host))
         }
         Engine::Evaluator => on_big_stack(|| Evaluator::new(&host).run_main()),
@@ -352,7 +378,7 @@ fn every_fixture_runs_the_same_on_both_engines() {
             continue;
         };
         let expected_error = std::fs::read_to_string(&err).ok();
-        for engine in [Engine::Jit, Engine::Evaluator] {
+        for engine in [Engine::Jit, Engine::Cached, Engine::Evaluator] {
             let o = run(fixture, engine, &tokio);
             let who = format!("{} ({engine:?})", fixture.name);
             if o.output != expected_output {
