@@ -41,6 +41,9 @@ pub trait Program: Sync {
     ) -> Result<Value, ExecError>;
 
     /// Runs a `parallel for`'s iterations, adding the iterations they used to `env`'s.
+    /// The address of each pin of the program, by index (what `Env::pins` points at).
+    fn pins(&self) -> *const usize;
+
     fn run_parallel(
         &self,
         host: &Host,
@@ -69,6 +72,9 @@ pub struct Env<'a> {
     pub max_iterations: u64,
     /// Where a slow path's adapter leaves the intrinsic's result (see `codegen`).
     pub out: i64,
+    /// The address of every pin of the running program, by index (see [`Pin`]):
+    /// compiled code reads a descriptor or constant as `pins[i]`.
+    pub pins: *const usize,
     pub host: &'a Host,
     pub program: &'a dyn Program,
     pub error: Option<ExecError>,
@@ -80,6 +86,7 @@ pub const OFFSET_MAX_DEPTH: i32 = std::mem::offset_of!(Env<'static>, max_depth) 
 pub const OFFSET_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, iterations) as i32;
 pub const OFFSET_MAX_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, max_iterations) as i32;
 pub const OFFSET_OUT: i32 = std::mem::offset_of!(Env<'static>, out) as i32;
+pub const OFFSET_PINS: i32 = std::mem::offset_of!(Env<'static>, pins) as i32;
 
 impl<'a> Env<'a> {
     pub fn new(host: &'a Host, program: &'a dyn Program) -> Env<'a> {
@@ -90,6 +97,7 @@ impl<'a> Env<'a> {
             iterations: 0,
             max_iterations: host.limits.max_loop_iterations,
             out: 0,
+            pins: program.pins(),
             host,
             program,
             error: None,
@@ -187,10 +195,10 @@ pub struct ParallelDesc {
 }
 
 /// What compiled code points at, as data: a descriptor it passes to an intrinsic, or a
-/// constant object it loads. The code refers to pin `i` through the symbol
-/// `sap_pin_{i}`, resolved when the code is loaded to the address of the pin made
-/// then ([`Pins`]), so the same machine code runs in this process or, read from the
-/// build cache, in another.
+/// constant object it loads. The code reads pin `i`'s address from the table
+/// `Env::pins` of the program that runs it, made when the program is loaded
+/// ([`Pins`]): no address is baked into the code, so the same machine code runs in this
+/// process or, read from the build cache, in another, with nothing to patch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Pin {
     Fail(FailDesc),
@@ -211,20 +219,13 @@ pub enum Pin {
     },
 }
 
-/// The symbol by which compiled code refers to pin `index`.
-pub fn pin_symbol(index: usize) -> String {
-    format!("sap_pin_{index}")
-}
-
-/// The pin a symbol names, if it names one.
-pub fn pin_of_symbol(name: &str) -> Option<usize> {
-    name.strip_prefix("sap_pin_")?.parse().ok()
-}
-
 /// The pins made for one loaded program: each descriptor boxed (its address stays put)
-/// and each constant an object holding one count. They must live as long as the code.
+/// and each constant an object holding one count, and the table of their addresses.
+/// They must live as long as the code.
 pub struct Pins {
-    kept: Vec<Kept>,
+    /// Held only to keep the pins alive.
+    _kept: Vec<Kept>,
+    pub addresses: Vec<usize>,
 }
 
 enum Kept {
@@ -242,7 +243,7 @@ enum Kept {
 
 impl Pins {
     pub fn make(pins: &[Pin]) -> Pins {
-        let kept = pins
+        let kept: Vec<Kept> = pins
             .iter()
             .cloned()
             .map(|pin| match pin {
@@ -264,16 +265,18 @@ impl Pins {
                 }
             })
             .collect();
-        Pins { kept }
+        let addresses = Pins::addresses_of(&kept);
+        Pins {
+            _kept: kept,
+            addresses,
+        }
     }
 
-    /// The address of every pin, by index: what `sap_pin_{i}` resolves to.
-    pub fn addresses(&self) -> Vec<usize> {
+    fn addresses_of(kept: &[Kept]) -> Vec<usize> {
         fn at<T>(b: &T) -> usize {
             b as *const T as usize
         }
-        self.kept
-            .iter()
+        kept.iter()
             .map(|k| match k {
                 Kept::Fail(b) => at(&**b),
                 Kept::Frame(b) => at(&**b),

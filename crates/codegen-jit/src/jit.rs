@@ -1,6 +1,6 @@
 //! The JIT: links a compiled program (`codegen::NativeProgram`) into this process's
-//! memory with Cranelift's JIT linker — the intrinsics by their addresses, the pins
-//! (`abi::Pin`) made anew — and runs it. A program comes straight from the code
+//! memory with Cranelift's JIT linker — the intrinsics by their addresses — makes its
+//! pins (`abi::Pin`, the table compiled code reads through `Env::pins`), and runs it. A program comes straight from the code
 //! generator ([`compile`]) or from the build cache ([`load`]); either way nothing is
 //! compiled here.
 //!
@@ -12,11 +12,11 @@
 use std::sync::Arc;
 
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{DataId, FuncId as ClifFuncId, Linkage, Module as _};
+use cranelift_module::{FuncId as ClifFuncId, Module as _};
 use ir::{FuncId, Module, Type};
 use runtime::{Context, Value};
 
-use crate::abi::{Env, ParallelDesc, Pins, Program, pin_of_symbol, pin_symbol};
+use crate::abi::{Env, ParallelDesc, Pins, Program};
 use crate::codegen::{self, Layout, NativeProgram};
 use crate::heap::{self, Slot, from_value, new_obj, to_value};
 use crate::host::{ExecError, Host};
@@ -26,7 +26,7 @@ use crate::ops::collect_iterations;
 /// A program in memory, ready to run on any number of threads at once.
 pub struct JitProgram {
     code: native::Code,
-    _pins: Pins,
+    pins: Pins,
     ir: Arc<Module>,
 }
 
@@ -61,26 +61,14 @@ pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, S
     }
     let decls = codegen::declarations(&*isa, &module);
     let pins = Pins::make(&native.pins);
-    let addresses = pins.addresses();
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for which in Intr::ALL {
         builder.symbol(which.symbol(), which.address());
     }
-    builder.symbol_lookup_fn(Box::new(move |name| {
-        pin_of_symbol(name)
-            .and_then(|i| addresses.get(i))
-            .map(|&a| a as *const u8)
-    }));
     let mut jit = JITModule::new(builder);
     for (i, d) in decls.iter().enumerate() {
         let id = jit
             .declare_function(&d.name, d.linkage, &d.signature)
-            .map_err(|e| e.to_string())?;
-        debug_assert_eq!(id.as_u32() as usize, i);
-    }
-    for i in 0..native.pins.len() {
-        let id: DataId = jit
-            .declare_data(&pin_symbol(i), Linkage::Import, false, false)
             .map_err(|e| e.to_string())?;
         debug_assert_eq!(id.as_u32() as usize, i);
     }
@@ -109,7 +97,7 @@ pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, S
         .collect();
     Ok(JitProgram {
         code: native::Code::new(jit, trampolines),
-        _pins: pins,
+        pins,
         ir: module,
     })
 }
@@ -153,6 +141,10 @@ impl JitProgram {
 }
 
 impl Program for JitProgram {
+    fn pins(&self) -> *const usize {
+        self.pins.addresses.as_ptr()
+    }
+
     fn call_function(
         &self,
         host: &Host,

@@ -1,13 +1,24 @@
-//! The build cache: `sapc build` stores a program's lowered module under a key made from
-//! the compiler's version and the content of every input; `sapc run` uses a fresh entry
-//! and skips parsing, checking and lowering.
+//! The build cache: `sapc build` compiles a program to native code and stores it as a
+//! native module (`codegen_jit::native_module`); `sapc run` links a fresh entry and
+//! skips parsing, checking, lowering and compiling.
+//!
+//! An entry is `KEY.sapm`, where the key hashes what the code depends on: this compiler
+//! (its version and its executable's build time), the machine (target triple and CPU
+//! features), the prelude, and the program file with every `.sap` file beside it — the
+//! modules it may name; which of them it does name is only known after parsing, so a
+//! change to any of them makes a new key. Entries are written to a temporary file and
+//! renamed into place, so two builds at once leave one whole entry and a reader never
+//! sees half of one. An entry that cannot be read, or is damaged, stale or foreign, is
+//! refused with a reason and the program is compiled from source.
 //!
 //! The cache lives in `$SAP_CACHE_DIR`, else `$XDG_CACHE_HOME/sap`, else
-//! `~/.cache/sap`. An entry that cannot be read is ignored (and rebuilt by `build`).
+//! `~/.cache/sap`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use ir::Module;
+use codegen_jit::NativeProgram;
+use codegen_jit::native_module::{self, NativeModule};
 
 pub fn dir() -> PathBuf {
     if let Some(d) = std::env::var_os("SAP_CACHE_DIR") {
@@ -22,17 +33,47 @@ pub fn dir() -> PathBuf {
     }
 }
 
-/// FNV-1a, 64 bits: stable across Rust versions, unlike `DefaultHasher`.
-fn fnv(bytes: &[u8], mut hash: u64) -> u64 {
-    for b in bytes {
-        hash ^= *b as u64;
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+/// The files a program's entry depends on: the program first, then every `.sap` file
+/// beside it, by name; each as `sapc` names it in messages, with its bytes.
+pub struct Inputs {
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
-/// Identifies this build of the compiler: its version, and when its executable was built,
-/// so a rebuilt compiler never reads a module an older one wrote.
+impl Inputs {
+    pub fn read(program: &Path) -> Result<Inputs, String> {
+        let read =
+            |p: &Path| std::fs::read(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()));
+        let mut files = vec![(program.display().to_string(), read(program)?)];
+        for sibling in siblings(program) {
+            files.push((sibling.display().to_string(), read(&sibling)?));
+        }
+        Ok(Inputs { files })
+    }
+}
+
+/// The `.sap` files beside `program`, sorted.
+pub fn siblings(program: &Path) -> Vec<PathBuf> {
+    let dir = program.parent().unwrap_or(Path::new(""));
+    let listing = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut out: Vec<PathBuf> = std::fs::read_dir(listing)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| dir.join(e.file_name()))
+                .filter(|p| p.extension().is_some_and(|x| x == "sap") && p.as_path() != program)
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Identifies this build of the compiler: its version, when its executable was built
+/// (so a rebuilt compiler never reads code an older one wrote), and the format.
 fn compiler_identity() -> String {
     let built = std::env::current_exe()
         .and_then(std::fs::metadata)
@@ -40,38 +81,78 @@ fn compiler_identity() -> String {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    format!("{}:{built}", env!("CARGO_PKG_VERSION"))
+    format!(
+        "sapc {} built {built} native format {}",
+        env!("CARGO_PKG_VERSION"),
+        native_module::FORMAT
+    )
 }
 
-/// The key of a program: the compiler and each input's path and text.
-pub fn key(inputs: &[(&str, &str)]) -> String {
-    let mut hash = fnv(compiler_identity().as_bytes(), 0xcbf2_9ce4_8422_2325);
-    for (path, text) in inputs {
-        hash = fnv(path.as_bytes(), hash);
-        hash = fnv(&[0], hash);
-        hash = fnv(text.as_bytes(), hash);
-        hash = fnv(&[0], hash);
+/// The key of a program's entry on this machine (`target` from `codegen_jit::target`).
+pub fn key(inputs: &Inputs, target: &str) -> String {
+    let mut bytes = Vec::new();
+    let mut put = |b: &[u8]| {
+        bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(b);
+    };
+    put(compiler_identity().as_bytes());
+    put(target.as_bytes());
+    for (name, text) in hir::PRELUDE {
+        put(name.as_bytes());
+        put(text.as_bytes());
     }
-    format!("{hash:016x}")
+    for (name, text) in &inputs.files {
+        put(name.as_bytes());
+        put(text);
+    }
+    // Two different 64-bit hashes of the same bytes: a collision of both is beyond
+    // any accident.
+    let a = native_module::checksum(&bytes);
+    bytes.reverse();
+    let b = native_module::checksum(&bytes);
+    format!("{a:016x}{b:016x}")
 }
 
 fn entry(key: &str) -> PathBuf {
-    dir().join(format!("{key}.ir.json"))
+    dir().join(format!("{key}.sapm"))
 }
 
-pub fn load(key: &str) -> Option<Module> {
-    let text = std::fs::read_to_string(entry(key)).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-pub fn store(key: &str, module: &Module) -> Result<PathBuf, String> {
+/// The entry of `key`: `Ok(None)` when there is none, `Err(why)` when there is one
+/// that cannot be used.
+pub fn load(key: &str, target: &str) -> Result<Option<NativeModule>, String> {
     let path = entry(key);
-    std::fs::create_dir_all(dir())
-        .map_err(|e| format!("cannot create the cache {}: {e}", dir().display()))?;
-    let text = serde_json::to_string(module).map_err(|e| e.to_string())?;
-    // Write then rename, so a reader never sees half an entry.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    native_module::read(&bytes, key, target)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Stores the native module of `module` under `key`.
+pub fn store(key: &str, module: &ir::Module, program: &NativeProgram) -> Result<PathBuf, String> {
+    let bytes = native_module::write(key, module, program)?;
+    let dir = dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create the build cache {}: {e}", dir.display()))?;
+    let path = entry(key);
+    // A name no other writer uses, then one rename: concurrent builds of the same
+    // program each write a whole entry, and the last rename wins.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{key}.{}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "cannot write the build cache in {}: {e}",
+            dir.display()
+        ));
+    }
     Ok(path)
 }

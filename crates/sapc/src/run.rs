@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
@@ -205,19 +205,40 @@ pub fn run(args: RunArgs) -> u8 {
 }
 
 fn run_inner(args: &RunArgs) -> Result<u8, String> {
+    let started = Instant::now();
     let config = load_config(&args.file)?;
-    let program = match load_program(&args.file)? {
-        Ok(program) => program,
-        Err(code) => return Ok(code),
+    let inputs = cache::Inputs::read(&args.file)?;
+    // Compiled code from the build cache, when there is a fresh entry (the evaluator
+    // needs the functions' bodies, which the cache does not keep).
+    let mut cache_note = String::new();
+    let mut cached = None;
+    if args.engine == "jit" {
+        let target = codegen_jit::target()?;
+        let key = cache::key(&inputs, &target);
+        match cache::load(&key, &target) {
+            Ok(Some(entry)) => cached = Some(entry),
+            Ok(None) => {}
+            Err(why) => cache_note = format!(" (the cache entry was not used: {why})"),
+        }
+    }
+    let (module, calls_model, mut native) = match cached {
+        Some(entry) => (Arc::new(entry.ir), entry.calls_model, Some(entry.program)),
+        None => {
+            let program = match load_program(&args.file)? {
+                Ok(program) => program,
+                Err(code) => return Ok(code),
+            };
+            match compile(&program)? {
+                Ok(module) => {
+                    let calls_model = module.calls_model();
+                    (Arc::new(module), calls_model, None)
+                }
+                Err(code) => return Ok(code),
+            }
+        }
     };
-    let key = program.cache_key();
-    let (module, from_cache) = match cache::load(&key) {
-        Some(module) => (Arc::new(module), true),
-        None => match compile(&program)? {
-            Ok(module) => (Arc::new(module), false),
-            Err(code) => return Ok(code),
-        },
-    };
+    let from_cache = native.is_some();
+    let front_end = started.elapsed();
     if module.main.is_none() {
         return Err(format!(
             "`{}` has no `main` function to run",
@@ -250,7 +271,6 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .unwrap_or(Limits::default().concurrency)
             .max(1),
     };
-    let calls_model = module.calls_model();
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -277,7 +297,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     } else {
         None
     };
-    let texts = file_texts(&module, &program);
+    let texts = file_texts(&module, &inputs);
     let host = Host::new(
         module,
         runtime.clone(),
@@ -291,22 +311,47 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .map(|t| t.as_ref().map(|(_, text)| text.clone()))
             .collect(),
     );
+    let mut code_generation = Duration::ZERO;
+    let mut link = Duration::ZERO;
+    let ran = Instant::now();
     let result = match args.engine.as_str() {
         "eval" => on_big_stack(|| Evaluator::new(&host).run_main()),
         "jit" => {
-            let program = codegen_jit::compile(host.module.clone())?;
+            let at = Instant::now();
+            let native = match native.take() {
+                Some(native) => native,
+                None => codegen_jit::compile_native(&host.module)?,
+            };
+            code_generation = at.elapsed();
+            let at = Instant::now();
+            let program = codegen_jit::load(&native, host.module.clone())?;
+            link = at.elapsed();
             on_big_stack(|| program.run_main(&host))
         }
         other => return Err(format!("unknown engine `{other}`: use jit or eval")),
     };
     if args.stats {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let running = ran.elapsed().saturating_sub(code_generation + link);
         eprintln!(
-            "module: {}",
+            "module: {}{cache_note}",
             if from_cache {
                 "loaded from the build cache"
             } else {
                 "compiled from source"
             }
+        );
+        eprintln!(
+            "time: {:.1} ms to {}, {:.1} ms compiling to native code, {:.1} ms linking, {:.1} ms running",
+            ms(front_end),
+            if from_cache {
+                "read the cache entry"
+            } else {
+                "parse, check and lower"
+            },
+            ms(code_generation),
+            ms(link),
+            ms(running)
         );
     }
     if args.stats
@@ -355,14 +400,6 @@ impl Program {
     fn files(&self) -> impl Iterator<Item = &SourceText> {
         std::iter::once(&self.main).chain(&self.modules)
     }
-
-    fn cache_key(&self) -> String {
-        let inputs: Vec<(&str, &str)> = self
-            .files()
-            .map(|s| (s.name.as_str(), s.text.as_str()))
-            .collect();
-        cache::key(&inputs)
-    }
 }
 
 fn read_source(path: &Path) -> Result<SourceText, String> {
@@ -376,23 +413,11 @@ fn read_source(path: &Path) -> Result<SourceText, String> {
 /// module beside it that nothing names stays out, even a broken one.
 pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
     let main = read_source(path)?;
-    let dir = path.parent().unwrap_or(Path::new(""));
-    let listing = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
     // Each sibling `m.sap` once, by module name; taken out of the map when used.
-    let mut siblings: BTreeMap<String, PathBuf> = std::fs::read_dir(listing)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| dir.join(e.file_name()))
-                .filter(|p| p.extension().is_some_and(|x| x == "sap") && p.as_path() != path)
-                .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut siblings: BTreeMap<String, PathBuf> = cache::siblings(path)
+        .into_iter()
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
+        .collect();
     let mut db = hir::Database::default();
     db.add_prelude();
     let handles = vec![db.add_file(main.name.clone(), main.text.clone())];
@@ -447,24 +472,30 @@ pub fn compile(program: &Program) -> Result<Result<ir::Module, u8>, String> {
         .ok_or_else(|| "the program does not check".to_owned())
 }
 
-/// `sapc build`: check, lower, and store the module in the cache.
+/// `sapc build`: check, lower, compile to native code, and store it in the build cache.
 pub fn build(file: &Path, emit_ir: bool) -> u8 {
     let result = (|| -> Result<u8, String> {
-        let program = match load_program(file)? {
-            Ok(program) => program,
-            Err(code) => return Ok(code),
-        };
-        let key = program.cache_key();
-        if let Some(module) = cache::load(&key) {
-            if emit_ir {
-                print!("{}", ir::print::module(&module));
+        let inputs = cache::Inputs::read(file)?;
+        let target = codegen_jit::target()?;
+        let key = cache::key(&inputs, &target);
+        let fresh = match cache::load(&key, &target) {
+            Ok(entry) => entry.is_some(),
+            Err(why) => {
+                eprintln!("rebuilding: {why}");
+                false
             }
+        };
+        if fresh && !emit_ir {
             eprintln!(
                 "{} is up to date in the build cache ({key})",
                 file.display()
             );
             return Ok(exit::OK);
         }
+        let program = match load_program(file)? {
+            Ok(program) => program,
+            Err(code) => return Ok(code),
+        };
         let module = match compile(&program)? {
             Ok(module) => module,
             Err(code) => return Ok(code),
@@ -472,7 +503,15 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
         if emit_ir {
             print!("{}", ir::print::module(&module));
         }
-        let path = cache::store(&key, &module)?;
+        if fresh {
+            eprintln!(
+                "{} is up to date in the build cache ({key})",
+                file.display()
+            );
+            return Ok(exit::OK);
+        }
+        let native = codegen_jit::compile_native(&module)?;
+        let path = cache::store(&key, &module, &native)?;
         eprintln!("built {} → {}", file.display(), path.display());
         Ok(exit::OK)
     })();
@@ -487,13 +526,13 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
 
 /// The name and text of each file of the module, by its index: the program's own files
 /// and the prelude modules it uses.
-fn file_texts(module: &ir::Module, program: &Program) -> Vec<Option<(String, String)>> {
+fn file_texts(module: &ir::Module, inputs: &cache::Inputs) -> Vec<Option<(String, String)>> {
     module
         .files
         .iter()
         .map(|name| {
-            if let Some(source) = program.files().find(|s| s.name == *name) {
-                return Some((name.clone(), source.text.clone()));
+            if let Some((_, bytes)) = inputs.files.iter().find(|(n, _)| n == name) {
+                return Some((name.clone(), String::from_utf8_lossy(bytes).into_owned()));
             }
             hir::prelude_source(name).map(|text| (name.clone(), text.to_owned()))
         })

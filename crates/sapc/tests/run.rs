@@ -457,13 +457,18 @@ fn a_main_with_a_value_prints_it_as_json() {
 }
 
 #[test]
-fn build_caches_the_module_and_run_uses_it() {
+fn build_caches_native_code_and_run_uses_it() {
     let dir = std::env::temp_dir().join(format!("sapc-build-{}", std::process::id()));
     let cache = dir.join("cache");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("p.sap");
-    std::fs::write(&file, "fn main() -> () { print(\"one\") }\n").unwrap();
+    std::fs::write(
+        &file,
+        "use helper\nfn main() -> () { print(helper::word()) }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("helper.sap"), "fn word() -> String { \"one\" }\n").unwrap();
     let with_cache = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_sapc"))
             .args(args)
@@ -472,33 +477,124 @@ fn build_caches_the_module_and_run_uses_it() {
             .unwrap()
     };
     let f = file.to_str().unwrap();
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
 
     let out = with_cache(&["run", f, "--stats"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("compiled from source"));
+    assert!(stderr(&out).contains("compiled from source"));
     let out = with_cache(&["build", f]);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("built"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("built"));
     let out = with_cache(&["build", f]);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("up to date"),
+        stderr(&out).contains("up to date"),
         "a second build is a cache hit"
     );
     let out = with_cache(&["run", f, "--stats"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("loaded from the build cache"));
+    assert!(
+        stderr(&out).contains("loaded from the build cache"),
+        "{}",
+        stderr(&out)
+    );
 
-    // An edit changes the key: the stale entry is not used.
-    std::fs::write(&file, "fn main() -> () { print(\"two\") }\n").unwrap();
+    // An edit of a module beside the program changes the key: the stale entry is not used.
+    std::fs::write(dir.join("helper.sap"), "fn word() -> String { \"two\" }\n").unwrap();
     let out = with_cache(&["run", f, "--stats"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("compiled from source"));
+    assert!(stderr(&out).contains("compiled from source"));
 
-    // A damaged entry is ignored.
+    // A damaged entry is refused, with the reason, and the next build replaces it.
     with_cache(&["build", f]);
-    for entry in std::fs::read_dir(&cache).unwrap() {
-        std::fs::write(entry.unwrap().path(), "{ not json").unwrap();
+    let entries = || -> Vec<PathBuf> {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let newest = || {
+        let mut all = entries();
+        all.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
+        all
+    };
+    assert!(
+        entries()
+            .iter()
+            .all(|p| p.extension().is_some_and(|e| e == "sapm")),
+        "no temporary file is left behind"
+    );
+    let entry = newest().pop().unwrap();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+    let out = with_cache(&["run", f, "--stats"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    assert!(stderr(&out).contains("compiled from source"));
+    assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
+    let out = with_cache(&["build", f]);
+    assert!(stderr(&out).contains("rebuilding") && stderr(&out).contains("built"));
+    let out = with_cache(&["run", f, "--stats"]);
+    assert!(stderr(&out).contains("loaded from the build cache"));
+
+    // Another program's entry under this program's key (a copy, or an older compiler's
+    // file) is refused: the run never gives that program's answer.
+    let other = dir.join("q.sap");
+    std::fs::write(&other, "fn main() -> () { print(\"three\") }\n").unwrap();
+    let out = with_cache(&["build", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The new sibling `q.sap` changed `p.sap`'s key too: build it again, then swap.
+    with_cache(&["build", f]);
+    let all = newest();
+    let (q_entry, p_entry) = (all[all.len() - 2].clone(), all[all.len() - 1].clone());
+    std::fs::copy(&q_entry, &p_entry).unwrap();
+    let out = with_cache(&["run", f, "--stats"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    assert!(
+        stderr(&out).contains("another compiler or for other sources"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Builds racing on one program each write a whole entry; the last rename wins.
+    let racers: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_sapc"))
+                .args(["build", f])
+                .env("SAP_CACHE_DIR", &cache)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut racer in racers {
+        assert!(racer.wait().unwrap().success());
     }
     let out = with_cache(&["run", f, "--stats"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("compiled from source"));
+    assert!(stderr(&out).contains("loaded from the build cache"));
+    assert!(
+        entries()
+            .iter()
+            .all(|p| p.extension().is_some_and(|e| e == "sapm"))
+    );
+
+    // A cache that cannot be written: build says so (exit 2), run still runs.
+    let blocked = dir.join("not-a-directory");
+    std::fs::write(&blocked, "").unwrap();
+    let unwritable = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args(args)
+            .env("SAP_CACHE_DIR", blocked.join("cache"))
+            .output()
+            .unwrap()
+    };
+    let out = unwritable(&["build", f]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot create the build cache"),
+        "{}",
+        stderr(&out)
+    );
+    let out = unwritable(&["run", f]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,7 +14,7 @@ use ir::{Function, Module, SrcSpan, Terminator, Type};
 
 use super::I64;
 use super::ownership::{borrowed_loads, cross_block_values};
-use crate::abi::{FailKind, Pin};
+use crate::abi::{FailKind, OFFSET_PINS, Pin};
 use crate::intrinsics::Intr;
 
 pub(super) struct FnCg<'a, 'b> {
@@ -149,25 +149,15 @@ pub(super) struct Appender {
 }
 
 impl<'a, 'b> FnCg<'a, 'b> {
-    /// The address of pin `pin` (see `abi::Pin`), which the code reads as the value of
-    /// the symbol `sap_pin_{i}`: an absolute address, patched when the code is loaded.
+    /// The address of pin `pin` (see `abi::Pin`): entry `i` of the running program's
+    /// pin table, which `Env::pins` points at.
     pub(super) fn pin(&mut self, pin: Pin) -> clif::Value {
-        let index = self.pins.len() as u32;
+        let index = self.pins.len();
         self.pins.push(pin);
-        let name = self
-            .b
-            .func
-            .declare_imported_user_function(clif::UserExternalName {
-                namespace: 1,
-                index,
-            });
-        let global = self.b.create_global_value(clif::GlobalValueData::Symbol {
-            name: clif::ExternalName::user(name),
-            offset: clif::immediates::Imm64::new(0),
-            colocated: false,
-            tls: false,
-        });
-        self.b.ins().symbol_value(I64, global)
+        let flags = MemFlags::trusted().with_readonly();
+        let table = self.b.ins().load(I64, flags, self.env, OFFSET_PINS);
+        let offset = i32::try_from(index * 8).expect("fewer than 2^28 pins in one program");
+        self.b.ins().load(I64, flags, table, offset)
     }
 
     pub(super) fn new(
