@@ -265,10 +265,17 @@ fn compile_all(
     isa: &dyn TargetIsa,
     built: Vec<(u32, clif::Function, String)>,
 ) -> Result<Vec<CompiledFunction>, String> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(built.len().div_ceil(32))
-        .max(1);
+    // A thread for every 32 functions, up to one per core; a small program (most) is
+    // compiled on this thread without asking how many cores there are (which reads
+    // cgroup files on Linux: a millisecond).
+    let wanted = built.len().div_ceil(32);
+    let threads = if wanted > 1 {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(wanted)
+    } else {
+        1
+    };
     let next = AtomicUsize::new(0);
     let work: Vec<Mutex<Option<(u32, clif::Function, String)>>> =
         built.into_iter().map(|b| Mutex::new(Some(b))).collect();
