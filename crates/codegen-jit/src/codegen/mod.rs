@@ -103,8 +103,13 @@ impl Layout {
     }
 }
 
-/// The host's ISA, as both `compile` and the loader use it.
+/// The host's ISA, as both `compile` and the loader use it: detected once per process.
 pub fn host_isa() -> Result<OwnedTargetIsa, String> {
+    static ISA: std::sync::OnceLock<Result<OwnedTargetIsa, String>> = std::sync::OnceLock::new();
+    ISA.get_or_init(detect_host_isa).clone()
+}
+
+fn detect_host_isa() -> Result<OwnedTargetIsa, String> {
     use cranelift_codegen::settings::{self, Configurable};
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
