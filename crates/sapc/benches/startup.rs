@@ -70,6 +70,6 @@ fn main() {
         .status()
         .unwrap();
     assert!(status.success());
-    measure("from the `sapc build` cache: compile only");
+    measure("from the `sapc build` cache: link only");
     let _ = std::fs::remove_dir_all(&cache);
 }
