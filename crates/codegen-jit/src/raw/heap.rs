@@ -39,7 +39,7 @@
 //! [`Words`] array) is 0 or a live object word — the code generator's invariant. Safe
 //! functions taking a word ([`borrow`], [`ObjRef::take`], [`to_value`]) rely on it; the
 //! rest of the crate passes them only such words. The crate denies `unsafe_code`
-//! everywhere else, except the small glue that calls compiled functions (`jit.rs`).
+//! everywhere but this module's parent, `raw`, whose other part calls compiled functions.
 
 use std::ptr::NonNull;
 use std::sync::Arc;

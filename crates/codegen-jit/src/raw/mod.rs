@@ -1,0 +1,10 @@
+//! Everything in the crate that Rust cannot check — the one module where `unsafe` is
+//! allowed (the crate root denies it everywhere else):
+//!
+//! - `heap`: heap objects, native lists and the words compiled code passes, with the
+//!   crate's safety contract (layout, ownership, who frees, what compiled code may
+//!   assume) at its top;
+//! - `code`: calling a compiled function through its trampoline.
+
+pub mod code;
+pub mod heap;
