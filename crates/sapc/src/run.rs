@@ -212,17 +212,28 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     // needs the functions' bodies, which the cache does not keep).
     let mut cache_note = String::new();
     let mut cached = None;
+    let mut link = Duration::ZERO;
     if args.engine == "jit" {
         let target = codegen_jit::target()?;
         let key = cache::key(&inputs, &target);
         match cache::load(&key, &target) {
-            Ok(Some(entry)) => cached = Some(entry),
+            Ok(Some(entry)) => {
+                let at = Instant::now();
+                let module = Arc::new(entry.ir);
+                // Linked here, so that an entry the linker refuses is one more reason
+                // to compile from source rather than an error.
+                match codegen_jit::load(&entry.program, module.clone()) {
+                    Ok(program) => cached = Some((module, entry.calls_model, program)),
+                    Err(why) => cache_note = format!(" (the cache entry was not used: {why})"),
+                }
+                link = at.elapsed();
+            }
             Ok(None) => {}
             Err(why) => cache_note = format!(" (the cache entry was not used: {why})"),
         }
     }
-    let (module, calls_model, mut native) = match cached {
-        Some(entry) => (Arc::new(entry.ir), entry.calls_model, Some(entry.program)),
+    let (module, calls_model, mut linked) = match cached {
+        Some((module, calls_model, program)) => (module, calls_model, Some(program)),
         None => {
             let program = match load_program(&args.file)? {
                 Ok(program) => program,
@@ -237,8 +248,8 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             }
         }
     };
-    let from_cache = native.is_some();
-    let front_end = started.elapsed();
+    let from_cache = linked.is_some();
+    let front_end = started.elapsed().saturating_sub(link);
     if module.main.is_none() {
         return Err(format!(
             "`{}` has no `main` function to run",
@@ -312,27 +323,33 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .collect(),
     );
     let mut code_generation = Duration::ZERO;
-    let mut link = Duration::ZERO;
     let ran = Instant::now();
     let result = match args.engine.as_str() {
         "eval" => on_big_stack(|| Evaluator::new(&host).run_main()),
         "jit" => {
-            let at = Instant::now();
-            let native = match native.take() {
-                Some(native) => native,
-                None => codegen_jit::compile_native(&host.module)?,
+            let program = match linked.take() {
+                Some(program) => program,
+                None => {
+                    let at = Instant::now();
+                    let native = codegen_jit::compile_native(&host.module)?;
+                    code_generation = at.elapsed();
+                    let at = Instant::now();
+                    let program = codegen_jit::load(&native, host.module.clone())?;
+                    link = at.elapsed();
+                    program
+                }
             };
-            code_generation = at.elapsed();
-            let at = Instant::now();
-            let program = codegen_jit::load(&native, host.module.clone())?;
-            link = at.elapsed();
             on_big_stack(|| program.run_main(&host))
         }
         other => return Err(format!("unknown engine `{other}`: use jit or eval")),
     };
     if args.stats {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let running = ran.elapsed().saturating_sub(code_generation + link);
+        let running = if from_cache {
+            ran.elapsed()
+        } else {
+            ran.elapsed().saturating_sub(code_generation + link)
+        };
         eprintln!(
             "module: {}{cache_note}",
             if from_cache {
