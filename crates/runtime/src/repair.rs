@@ -1,8 +1,9 @@
 //! Safe repairs of the model's answers before they are validated: the answer's JSON is
 //! found (code fences, prose around it), a scalar is wrapped or unwrapped to the shape
 //! the schema asks for, and values spelled as strings become what the type says
-//! (`"true"` → `true`, `"42"` → `42`, `"high"` → `"High"`). A repair never invents
-//! data: each one reads what the model wrote in another spelling.
+//! (`"true"` → `true`, `"42"` → `42`, `"high"` → `"High"`, one value where a list is
+//! due → a list of it). JSON written loosely or cut short is read by `lenient`. A
+//! repair never invents data: each one reads what the model wrote in another spelling.
 
 use serde_json::{Map, Value as JsonValue};
 
@@ -23,15 +24,19 @@ pub fn extract_json(text: &str) -> Option<(JsonValue, Vec<&'static str>)> {
             return Some((v, repairs));
         }
     }
-    // The first complete JSON object or array in the text.
+    // The first JSON object or array in the text, read leniently (single quotes, bare
+    // keys, trailing commas, comments, an answer cut short: see `lenient`). Each try
+    // reads from one bracket and stops at the end of its value or its first misstep,
+    // so a bracket in the prose before the JSON costs little.
     for (start, c) in body.char_indices() {
         if c != '{' && c != '[' {
             continue;
         }
-        let mut stream =
-            serde_json::Deserializer::from_str(&body[start..]).into_iter::<JsonValue>();
-        if let Some(Ok(v)) = stream.next() {
-            repairs.push("prose around the JSON removed");
+        if let Some((v, lenient, end)) = crate::lenient::parse_prefix(&body[start..]) {
+            if !body[..start].trim().is_empty() || !body[start + end..].trim().is_empty() {
+                repairs.push("prose around the JSON removed");
+            }
+            repairs.extend(lenient);
             return Some((v, repairs));
         }
     }
@@ -132,6 +137,11 @@ pub fn coerce(ty: &TypeDesc, json: JsonValue, repairs: &mut Vec<&'static str>) -
                 .map(|i| coerce(elem, i, repairs))
                 .collect(),
         ),
+        // One value where a list is due is a list of that one value.
+        (TypeDesc::List(elem), json) if !json.is_null() => {
+            repairs.push("single value made a list");
+            JsonValue::Array(vec![coerce(elem, json, repairs)])
+        }
         (TypeDesc::Option(inner), json) if !json.is_null() => coerce(inner, json, repairs),
         (TypeDesc::Struct(desc), JsonValue::Object(mut map)) => {
             for field in &desc.fields {
@@ -169,5 +179,24 @@ mod tests {
         assert_eq!(r, ["prose around the JSON removed"]);
         assert_eq!(extract_json("true.").unwrap().0, JsonValue::Bool(true));
         assert!(extract_json("I cannot answer that").is_none());
+        let (v, r) =
+            extract_json("Here you go:\n{bugs: ['b may be 0',], severity: 'High'}").unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"bugs": ["b may be 0"], "severity": "High"})
+        );
+        assert!(r.contains(&"prose around the JSON removed") && r.contains(&"bare keys quoted"));
+    }
+
+    #[test]
+    fn one_value_where_a_list_is_due() {
+        let mut repairs = Vec::new();
+        let ty = TypeDesc::List(Box::new(TypeDesc::I64));
+        let v = coerce(&ty, serde_json::json!("7"), &mut repairs);
+        assert_eq!(v, serde_json::json!([7]));
+        assert_eq!(
+            repairs,
+            ["single value made a list", "number written as a string"]
+        );
     }
 }

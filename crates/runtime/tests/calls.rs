@@ -362,3 +362,39 @@ async fn parallel_calls_share_one_runtime() {
     );
     assert_eq!(rt.stats().calls, 8);
 }
+
+/// JSON as a model writes it unconstrained — prose around it, bare keys, single quotes,
+/// a trailing comma, a lower-case enum, and cut short — is read in the one request,
+/// with every repair in the trace; no re-ask.
+#[tokio::test]
+async fn loose_or_cut_off_json_costs_no_extra_request() {
+    let server = MockServer::start(|_, _| {
+        Reply::json(completion(
+            "Sure, here is the analysis:\n{bugs: ['b may be zero', 'no checks',], severity: 'high', // done\n",
+        ))
+    })
+    .await;
+    let buffer = SharedBuffer::default();
+    let rt = runtime(openai(&server)).with_trace(TraceSink::new(Box::new(buffer.clone())));
+    let value = rt
+        .produce(&site("analyze"), &Context::new(), "analyze", &analysis())
+        .await
+        .unwrap();
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(
+        value.to_json_string(),
+        r#"{"bugs":["b may be zero","no checks"],"severity":"High"}"#
+    );
+    let trace: JsonValue = serde_json::from_str(buffer.text().lines().next().unwrap()).unwrap();
+    let repairs = trace["repairs"].to_string();
+    for repair in [
+        "prose around the JSON removed",
+        "bare keys quoted",
+        "single quotes read as double",
+        "extra commas removed",
+        "cut-off answer closed",
+        "enum variant spelled differently",
+    ] {
+        assert!(repairs.contains(repair), "{repair} not in {repairs}");
+    }
+}
