@@ -576,9 +576,14 @@ impl Runtime {
                 .finish_request(site, response.usage, response.retries, latency);
             let interpreted = match &response.finish {
                 Finish::Refusal(m) => Err(format!("the model refused: {m}")),
-                Finish::Length => Err(
-                    "the answer was cut off at the token limit (finish_reason: length)".to_owned(),
-                ),
+                // An answer cut off at the token limit is used when what it had written
+                // closes into a valid value (see `lenient`); asking again would cut it
+                // again, so otherwise the call stops.
+                Finish::Length => self.interpret(&response.text, shape).map_err(|e| {
+                    format!(
+                        "the answer was cut off at the token limit (finish_reason: length): {e}"
+                    )
+                }),
                 _ if response.text.trim().is_empty() => Err("the answer was empty".to_owned()),
                 _ => self.interpret(&response.text, shape),
             };

@@ -246,7 +246,23 @@ async fn refusals_truncation_and_empty_answers_are_handled() {
     assert_eq!(err.kind, ErrorKind::Refusal);
     assert!(err.message.contains("I can't help with that."));
 
-    let cut = json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{\"value\": \"a long" }, "finish_reason": "length" }] });
+    // Cut off where what it had written is still a value: that value, in one request.
+    let cut = json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{\"value\": [3, 4, 5" }, "finish_reason": "length" }] });
+    let server = MockServer::start(move |_, _| Reply::json(cut.clone())).await;
+    let value = runtime(openai(&server))
+        .produce(
+            &site("f"),
+            &Context::new(),
+            "f",
+            &TypeDesc::List(Box::new(TypeDesc::I64)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(value.to_json_string(), "[3,4,5]");
+    assert_eq!(server.requests().len(), 1);
+
+    // Cut off before the value: a clear stop.
+    let cut = json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{\"value\": " }, "finish_reason": "length" }] });
     let server = MockServer::start(move |_, _| Reply::json(cut.clone())).await;
     let err = runtime(openai(&server))
         .produce(&site("f"), &Context::new(), "f", &TypeDesc::String)
