@@ -710,6 +710,7 @@ impl Runtime {
             "tokens": response.map(|r| json!({ "input": r.usage.input, "output": r.usage.output, "cached": r.usage.cached })),
             "latency_ms": latency.as_secs_f64() * 1000.0,
             "retries": response.map_or(0, |r| r.retries),
+            "structured": response.and_then(|r| r.structured),
         }));
     }
 }

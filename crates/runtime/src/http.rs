@@ -104,9 +104,13 @@ impl HttpTransport {
                 }
                 Ok(response) => {
                     let status = response.status().as_u16();
-                    let retryable = matches!(status, 408 | 409 | 429) || status >= 500;
                     let hint = retry_after(response.headers());
                     let message = error_message(response).await;
+                    // A server error that names the shape of the request (its
+                    // `response_format`, schema, tools, grammar) will come again for the
+                    // same request: it is not retried, so the caller can change it.
+                    let retryable = matches!(status, 408 | 409 | 429)
+                        || (status >= 500 && !names_request_shape(&message));
                     if !retryable || retries >= self.config.max_retries {
                         return Err(ProviderError::Http {
                             status,
@@ -195,4 +199,20 @@ fn describe(e: &reqwest::Error) -> String {
         source = s.source();
     }
     message
+}
+
+/// Whether an error message is about how the request asked for the answer's shape: a
+/// server that cannot do `response_format`, a schema, tools or a grammar says so.
+pub fn names_request_shape(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "response_format",
+        "json_schema",
+        "schema",
+        "grammar",
+        "tool_choice",
+        "tools",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
 }

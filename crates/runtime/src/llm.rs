@@ -84,6 +84,9 @@ pub struct LlmResponse {
     pub usage: Usage,
     /// How many times the transport retried before this answer.
     pub retries: u32,
+    /// How the provider asked for the answer's shape (`json_schema`, `json_object`,
+    /// `tools`, `prompt`), when it has a choice.
+    pub structured: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

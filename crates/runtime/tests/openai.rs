@@ -339,7 +339,7 @@ async fn retry_after_in_seconds_is_honoured() {
 async fn client_errors_are_not_retried() {
     for status in [400u16, 401, 404, 422] {
         let server = MockServer::start(move |_, _| {
-            Reply::status(status, r#"{"error": {"message": "bad schema"}}"#)
+            Reply::status(status, r#"{"error": {"message": "bad request body"}}"#)
         })
         .await;
         let err = runtime(openai(&server))
@@ -348,7 +348,8 @@ async fn client_errors_are_not_retried() {
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Provider);
         assert!(
-            err.message.contains(&format!("HTTP {status}")) && err.message.contains("bad schema"),
+            err.message.contains(&format!("HTTP {status}"))
+                && err.message.contains("bad request body"),
             "{}",
             err.message
         );

@@ -179,6 +179,7 @@ impl runtime::llm::Provider for Staggered {
                 finish: runtime::llm::Finish::Stop,
                 usage: Default::default(),
                 retries: 0,
+                structured: None,
             })
         })
     }

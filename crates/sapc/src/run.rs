@@ -16,7 +16,7 @@ use runtime::http::HttpConfig;
 use runtime::llm::Provider;
 use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
 use runtime::provider::interactive::InteractiveProvider;
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
+use runtime::provider::openai::{OpenAiConfig, OpenAiProvider, Structured};
 use runtime::provider::replay::{RecordingProvider, ReplayProvider};
 use runtime::trace::TraceSink;
 use runtime::{Budgets, Runtime, RuntimeConfig, Value};
@@ -29,9 +29,16 @@ use crate::{cache, exit};
 pub struct RunArgs {
     /// The program; its `main` runs.
     pub file: PathBuf,
-    /// `openai` (any OpenAI-compatible server), `anthropic`, `replay` or `interactive`.
+    /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
+    /// `lmstudio` (OpenAI-compatible at their usual local address), `anthropic`,
+    /// `replay` or `interactive`.
     #[arg(long)]
     pub provider: Option<String>,
+    /// How to ask an OpenAI-compatible server for the answer's shape: `json_schema`,
+    /// `json_object`, `tools` or `prompt` (default: the best the server accepts, found
+    /// by stepping down and remembered per server in the build cache's directory).
+    #[arg(long, value_name = "RUNG")]
+    pub structured: Option<String>,
     /// The model name sent to the provider.
     #[arg(long)]
     pub model: Option<String>,
@@ -93,6 +100,7 @@ struct ProviderConfig {
     concurrency: Option<usize>,
     timeout_seconds: Option<f64>,
     max_retries: Option<u32>,
+    structured: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,13 +164,28 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
                 .unwrap_or_else(|| transcript_beside(&args.file));
             Arc::new(ReplayProvider::from_file(&path)?)
         }
-        "openai" => {
-            let mut c = OpenAiConfig::from_env(model.as_deref().unwrap_or("gpt-4o-mini"));
+        "openai" | "ollama" | "llamacpp" | "vllm" | "lmstudio" => {
+            let mut c = match local_server(&kind) {
+                // A local server: its usual address, any model name it serves.
+                Some(address) => OpenAiConfig::new(address, model.as_deref().unwrap_or("default")),
+                None => OpenAiConfig::from_env(model.as_deref().unwrap_or("gpt-4o-mini")),
+            };
             if let Some(url) = base_url {
                 c.base_url = url;
             }
             c.stream = args.stream || config.provider.stream.unwrap_or(false);
             c.http = http;
+            if let Some(rung) = args
+                .structured
+                .as_ref()
+                .or(config.provider.structured.as_ref())
+            {
+                c.structured = Some(Structured::parse(rung).ok_or_else(|| {
+                    format!("unknown structured output `{rung}`: use json_schema, json_object, tools or prompt")
+                })?);
+            }
+            c.rung_memory = Some(cache::dir().join("structured-output.json"));
+            c.announce = true;
             Arc::new(OpenAiProvider::new(c).map_err(|e| e.to_string())?)
         }
         "anthropic" => {
@@ -176,7 +199,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         "interactive" => Arc::new(InteractiveProvider::stdio()),
         other => {
             return Err(format!(
-                "unknown provider `{other}`: use openai, anthropic, replay or interactive"
+                "unknown provider `{other}`: use openai, ollama, llamacpp, vllm, lmstudio, anthropic, replay or interactive"
             ));
         }
     };
@@ -191,6 +214,17 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             )?))
         }
         None => Ok(provider),
+    }
+}
+
+/// The usual address of a local OpenAI-compatible server, by preset name.
+fn local_server(kind: &str) -> Option<&'static str> {
+    match kind {
+        "ollama" => Some("http://localhost:11434/v1"),
+        "llamacpp" => Some("http://localhost:8080/v1"),
+        "vllm" => Some("http://localhost:8000/v1"),
+        "lmstudio" => Some("http://localhost:1234/v1"),
+        _ => None,
     }
 }
 

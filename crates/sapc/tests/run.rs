@@ -598,3 +598,63 @@ fn build_caches_native_code_and_run_uses_it() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server that rejects `json_schema` (as llama-cpp-python's does, with a 500) is asked
+/// again on the next rung at once, `sapc` says so once, and the program gets its typed
+/// value; `--structured` names a rung and rejects an unknown one.
+#[test]
+fn a_server_without_json_schema_gets_the_next_rung() {
+    let dir = std::env::temp_dir().join(format!("sapc-rungs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ask.sap");
+    std::fs::write(
+        &file,
+        "fn ask(ctx: Context) -> i64 { \"Pick a number\"! }\nfn main(ctx: Context) -> () { print(to_string(ask(ctx) + ask(ctx))) }\n",
+    )
+    .unwrap();
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let server = tokio.block_on(MockServer::start(|request, _| {
+        let body = request.json();
+        if body["response_format"]["type"] == "json_schema" {
+            return Reply::status(500, r#"{"error": {"message": "Unsupported response_format type json_schema"}}"#);
+        }
+        Reply::json(json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{value: 20,}" }, "finish_reason": "stop" }],
+        }))
+    }));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            file.to_str().unwrap(),
+            "--provider",
+            "llamacpp",
+            "--base-url",
+        ];
+        let url = format!("{}/v1", server.url());
+        args.push(&url);
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args(&args)
+            .env("SAP_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "40\n", "{stderr}");
+    assert_eq!(
+        stderr.matches("rejected `json_schema`").count(),
+        1,
+        "{stderr}"
+    );
+    // The first call tried json_schema once, then json_object; the second went straight
+    // to json_object.
+    assert_eq!(server.requests().len(), 3);
+    assert!(dir.join("cache/structured-output.json").is_file());
+
+    let out = run(&["--structured", "sideways"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown structured output"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

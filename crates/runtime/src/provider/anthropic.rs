@@ -180,5 +180,6 @@ pub fn parse_message(json: &JsonValue) -> Result<LlmResponse, ProviderError> {
         finish,
         usage,
         retries: 0,
+        structured: None,
     })
 }

@@ -97,6 +97,7 @@ impl Provider for InteractiveProvider {
                 finish: Finish::Stop,
                 usage: Usage::default(),
                 retries: 0,
+                structured: None,
             })
         })
     }

@@ -1,11 +1,19 @@
 //! OpenAI-compatible Chat Completions (`POST {base}/chat/completions`): OpenAI, vLLM,
-//! llama.cpp server, Ollama, LM Studio. The answer's shape is sent as
-//! `response_format: {type: "json_schema", json_schema: {…, strict}}`; streaming reads the
-//! server-sent events and asks for the usage in the last one.
+//! llama.cpp server, Ollama, LM Studio. Servers differ in how they can be asked for an
+//! answer's shape, so the provider walks a ladder of [`Structured`] rungs: `json_schema`
+//! (strict), `json_object` with the schema, a forced tool call, and the schema in the
+//! prompt (the runtime validates every answer either way). When a server rejects a rung
+//! — an error that names `response_format`, the schema, tools or a grammar — the same
+//! request goes out once on the next rung, and the run keeps to the rung that worked
+//! (remembered across runs in a file, when the configuration names one). Streaming reads
+//! the server-sent events and asks for the usage in the last one.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::{Value as JsonValue, json};
 
-use crate::http::{HttpConfig, HttpTransport};
+use crate::http::{HttpConfig, HttpTransport, names_request_shape};
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 
 #[derive(Clone, Debug)]
@@ -22,6 +30,57 @@ pub struct OpenAiConfig {
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     pub http: HttpConfig,
+    /// The rung to use, and no other (`--structured`); `None` walks the ladder from
+    /// `first_rung`.
+    pub structured: Option<Structured>,
+    /// Where the ladder starts when nothing is remembered.
+    pub first_rung: Structured,
+    /// A file remembering, per base URL and model, the rung that worked.
+    pub rung_memory: Option<PathBuf>,
+    /// Say on standard error when the provider steps down the ladder.
+    pub announce: bool,
+}
+
+/// How a request asks for the answer's shape, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Structured {
+    /// `response_format: {type: "json_schema", json_schema: {schema, strict}}`.
+    JsonSchema,
+    /// `response_format: {type: "json_object", schema}` (llama-cpp-python's form).
+    JsonObject,
+    /// One tool whose parameters are the schema, and `tool_choice` forcing it.
+    Tools,
+    /// No constraint: the schema is in the prompt, and the answer is validated here.
+    Prompt,
+}
+
+impl Structured {
+    pub const LADDER: [Structured; 4] = [
+        Structured::JsonSchema,
+        Structured::JsonObject,
+        Structured::Tools,
+        Structured::Prompt,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Structured::JsonSchema => "json_schema",
+            Structured::JsonObject => "json_object",
+            Structured::Tools => "tools",
+            Structured::Prompt => "prompt",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Structured> {
+        Structured::LADDER.into_iter().find(|r| r.name() == name)
+    }
+
+    fn index(self) -> usize {
+        Structured::LADDER
+            .iter()
+            .position(|r| *r == self)
+            .unwrap_or(0)
+    }
 }
 
 impl OpenAiConfig {
@@ -37,6 +96,10 @@ impl OpenAiConfig {
             temperature: None,
             max_tokens: None,
             http: HttpConfig::default(),
+            structured: None,
+            first_rung: Structured::JsonSchema,
+            rung_memory: None,
+            announce: false,
         }
     }
 
@@ -56,19 +119,47 @@ impl OpenAiConfig {
 pub struct OpenAiProvider {
     config: OpenAiConfig,
     transport: HttpTransport,
+    /// The rung requests use now (an index into `Structured::LADDER`).
+    rung: AtomicUsize,
+    announced: AtomicBool,
 }
 
 impl OpenAiProvider {
     pub fn new(config: OpenAiConfig) -> Result<OpenAiProvider, ProviderError> {
         let transport = HttpTransport::new(config.http.clone())?;
-        Ok(OpenAiProvider { config, transport })
+        let start = config
+            .structured
+            .or_else(|| remembered(&config))
+            .unwrap_or(config.first_rung);
+        Ok(OpenAiProvider {
+            rung: AtomicUsize::new(start.index()),
+            config,
+            transport,
+            announced: AtomicBool::new(false),
+        })
     }
 
-    /// The request body, exactly as sent.
+    /// The rung requests use now.
+    pub fn rung(&self) -> Structured {
+        Structured::LADDER[self.rung.load(Ordering::Relaxed).min(3)]
+    }
+
+    /// The request body on the current rung, exactly as sent.
     pub fn body(&self, request: &LlmRequest) -> JsonValue {
+        self.body_on(request, self.rung())
+    }
+
+    fn body_on(&self, request: &LlmRequest, rung: Structured) -> JsonValue {
+        let mut user = request.user_text();
+        if rung == Structured::Prompt {
+            user.push_str(&format!(
+                "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+                request.schema
+            ));
+        }
         let mut messages = vec![
             json!({ "role": "system", "content": &*request.system }),
-            json!({ "role": "user", "content": request.user_text() }),
+            json!({ "role": "user", "content": user }),
         ];
         for c in &request.corrections {
             messages.push(json!({ "role": "assistant", "content": c.answer }));
@@ -77,15 +168,36 @@ impl OpenAiProvider {
         let mut body = json!({
             "model": self.config.model,
             "messages": messages,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": request.schema_name,
-                    "schema": &*request.schema,
-                    "strict": self.config.strict,
-                },
-            },
         });
+        match rung {
+            Structured::JsonSchema => {
+                body["response_format"] = json!({
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": request.schema_name,
+                        "schema": &*request.schema,
+                        "strict": self.config.strict,
+                    },
+                });
+            }
+            Structured::JsonObject => {
+                body["response_format"] =
+                    json!({ "type": "json_object", "schema": &*request.schema });
+            }
+            Structured::Tools => {
+                body["tools"] = json!([{
+                    "type": "function",
+                    "function": {
+                        "name": request.schema_name,
+                        "description": "Give the answer.",
+                        "parameters": &*request.schema,
+                    },
+                }]);
+                body["tool_choice"] =
+                    json!({ "type": "function", "function": { "name": request.schema_name } });
+            }
+            Structured::Prompt => {}
+        }
         if let Some(t) = self.config.temperature {
             body["temperature"] = json!(t);
         }
@@ -99,7 +211,52 @@ impl OpenAiProvider {
         body
     }
 
+    /// Sends `request` on the current rung; a server that rejects the rung gets the
+    /// request once on each lower one (unless the rung was chosen by the user), and the
+    /// run keeps to the one that worked.
     async fn complete_inner(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
+        let mut rung = self.rung();
+        loop {
+            match self.send(request, rung).await {
+                Err(ProviderError::Http {
+                    status, message, ..
+                }) if matches!(status, 400 | 415 | 422 | 500 | 501)
+                    && names_request_shape(&message)
+                    && self.config.structured.is_none()
+                    && rung != Structured::Prompt =>
+                {
+                    let next = Structured::LADDER[rung.index() + 1];
+                    self.step_down(rung, next, status, &message);
+                    rung = next;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn step_down(&self, from: Structured, to: Structured, status: u16, message: &str) {
+        // Only ever down: concurrent calls may all learn it at once.
+        self.rung.fetch_max(to.index(), Ordering::Relaxed);
+        if self.config.announce && !self.announced.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "note: {} ({}) rejected `{}` structured output (HTTP {status}: {}); using `{}` (set `--structured` to choose)",
+                self.config.base_url,
+                self.config.model,
+                from.name(),
+                message.chars().take(120).collect::<String>(),
+                to.name()
+            );
+        }
+        if let Some(path) = &self.config.rung_memory {
+            remember(path, &self.config, to);
+        }
+    }
+
+    async fn send(
+        &self,
+        request: &LlmRequest,
+        rung: Structured,
+    ) -> Result<LlmResponse, ProviderError> {
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
@@ -110,7 +267,7 @@ impl OpenAiProvider {
         }
         let answer = self
             .transport
-            .post_json(&url, &headers, &self.body(request))
+            .post_json(&url, &headers, &self.body_on(request, rung))
             .await?;
         let retries = answer.retries;
         let mut response = if self.config.stream {
@@ -123,7 +280,37 @@ impl OpenAiProvider {
             parse_completion(&json)?
         };
         response.retries = retries;
+        response.structured = Some(rung.name());
         Ok(response)
+    }
+}
+
+/// The key a server's rung is remembered under.
+fn memory_key(config: &OpenAiConfig) -> String {
+    format!("{} {}", config.base_url.trim_end_matches('/'), config.model)
+}
+
+fn remembered(config: &OpenAiConfig) -> Option<Structured> {
+    let text = std::fs::read_to_string(config.rung_memory.as_ref()?).ok()?;
+    let memory: JsonValue = serde_json::from_str(&text).ok()?;
+    Structured::parse(memory.get(memory_key(config))?.as_str()?)
+}
+
+/// Records the rung that works for this server, keeping what other servers learned. A
+/// memory that cannot be written is only a missed shortcut for the next run.
+fn remember(path: &std::path::Path, config: &OpenAiConfig, rung: Structured) {
+    let mut memory = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<JsonValue>(&t).ok())
+        .filter(JsonValue::is_object)
+        .unwrap_or_else(|| json!({}));
+    memory[memory_key(config)] = json!(rung.name());
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, memory.to_string()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
     }
 }
 
@@ -189,9 +376,15 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
             clip(&json.to_string())
         ))
     })?;
+    // A forced tool call carries the answer as the call's arguments.
     let text = choice
-        .pointer("/message/content")
+        .pointer("/message/tool_calls/0/function/arguments")
         .and_then(JsonValue::as_str)
+        .or_else(|| {
+            choice
+                .pointer("/message/content")
+                .and_then(JsonValue::as_str)
+        })
         .unwrap_or("")
         .to_owned();
     let refusal = choice
@@ -208,6 +401,7 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
         finish,
         usage,
         retries: 0,
+        structured: None,
     })
 }
 
@@ -253,6 +447,12 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
                 if let Some(piece) = delta.get("refusal").and_then(JsonValue::as_str) {
                     refusal.push_str(piece);
                 }
+                if let Some(piece) = delta
+                    .pointer("/tool_calls/0/function/arguments")
+                    .and_then(JsonValue::as_str)
+                {
+                    text.push_str(piece);
+                }
             }
             if let Some(r) = event
                 .pointer("/choices/0/finish_reason")
@@ -271,5 +471,6 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
         finish,
         usage,
         retries: 0,
+        structured: None,
     })
 }

@@ -58,6 +58,7 @@ fn response_from_json(j: &JsonValue) -> Option<LlmResponse> {
             cached: n("cached"),
         },
         retries: 0,
+        structured: None,
     })
 }
 
