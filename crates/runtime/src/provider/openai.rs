@@ -243,7 +243,13 @@ impl OpenAiProvider {
                 self.config.base_url,
                 self.config.model,
                 from.name(),
-                message.chars().take(120).collect::<String>(),
+                message
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .chars()
+                    .take(120)
+                    .collect::<String>(),
                 to.name()
             );
         }
