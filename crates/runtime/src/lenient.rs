@@ -431,4 +431,18 @@ mod tests {
         let deep = "[".repeat(10_000);
         assert!(parse(&deep).is_none(), "nesting is bounded");
     }
+
+    proptest::proptest! {
+        /// Any text, and any cut of a JSON-ish text, reads or is refused: never a panic.
+        #[test]
+        fn never_panics(text in "\\PC{0,200}", cut in 0usize..400) {
+            let _ = parse(&text);
+            let sample = "{a: ['x\\u00e9\\n', 1.5e3, True,], 'b': {\"c\": null /* c */}, d: \"\\ud83d\\ude00\"}";
+            let mut end = cut.min(sample.len());
+            while !sample.is_char_boundary(end) {
+                end -= 1;
+            }
+            let _ = parse(&sample[..end]);
+        }
+    }
 }
