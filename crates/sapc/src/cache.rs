@@ -44,8 +44,12 @@ impl Inputs {
         let read =
             |p: &Path| std::fs::read(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()));
         let mut files = vec![(program.display().to_string(), read(program)?)];
+        // A sibling that cannot be read is keyed as such: it only matters if the program
+        // names it, and then compiling says why it cannot be read.
         for sibling in siblings(program) {
-            files.push((sibling.display().to_string(), read(&sibling)?));
+            let bytes = std::fs::read(&sibling)
+                .unwrap_or_else(|e| format!("\0unreadable: {e}").into_bytes());
+            files.push((sibling.display().to_string(), bytes));
         }
         Ok(Inputs { files })
     }
