@@ -109,8 +109,11 @@ impl HttpTransport {
                     // A server error that names the shape of the request (its
                     // `response_format`, schema, tools, grammar) will come again for the
                     // same request: it is not retried, so the caller can change it.
+                    // 501 (not implemented) and 505 will not change on a second try.
                     let retryable = matches!(status, 408 | 409 | 429)
-                        || (status >= 500 && !names_request_shape(&message));
+                        || (status >= 500
+                            && !matches!(status, 501 | 505)
+                            && !names_request_shape(&message));
                     if !retryable || retries >= self.config.max_retries {
                         return Err(ProviderError::Http {
                             status,
@@ -186,12 +189,37 @@ async fn error_message(response: reqwest::Response) -> String {
                     .or_else(|| Some(m.to_string()))
             })
             .unwrap_or(text),
+        Err(_) if looks_like_html(&text) => {
+            let title = text
+                .find("<title>")
+                .and_then(|at| {
+                    let rest = &text[at + 7..];
+                    rest.find("</title>")
+                        .map(|end| rest[..end].trim().to_owned())
+                })
+                .filter(|t| !t.is_empty());
+            format!(
+                "an HTML page{} instead of an API answer: is the base URL the API's address (usually ending in `/v1`)?",
+                title.map_or(String::new(), |t| format!(" (\"{t}\")"))
+            )
+        }
         Err(_) => text.chars().take(500).collect(),
     }
 }
 
+fn looks_like_html(text: &str) -> bool {
+    let start = text.trim_start().to_ascii_lowercase();
+    start.starts_with("<!doctype html") || start.starts_with("<html")
+}
+
 fn describe(e: &reqwest::Error) -> String {
     let mut message = e.to_string();
+    if e.is_connect() {
+        let url = e.url().map_or(String::new(), |u| format!(" at {u}"));
+        message = format!(
+            "nothing answered{url} (is the server running, and is the base URL right? `--base-url` or the provider's `*_BASE_URL` sets it): {message}"
+        );
+    }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         message.push_str(": ");

@@ -471,3 +471,49 @@ async fn the_concurrency_limit_holds() {
         started.elapsed()
     );
 }
+
+/// Servers that are not what the base URL says get errors that say what to change.
+#[tokio::test]
+async fn wrong_servers_are_named_not_dumped() {
+    // A web page where the API should be, answering 501: not retried, summarised.
+    let server = MockServer::start(|_, _| {
+        Reply::status(
+            501,
+            "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head><body>…</body></html>",
+        )
+    })
+    .await;
+    let err = runtime(openai(&server))
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::I32)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("an HTML page (\"Error response\")")
+            && err.message.contains("ending in `/v1`")
+            && !err.message.contains("<html"),
+        "{}",
+        err.message
+    );
+    assert_eq!(server.requests().len(), 1, "501 is not retried");
+
+    // Nothing listening.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let provider = OpenAiProvider::new(runtime::provider::openai::OpenAiConfig {
+        http: http_config(),
+        ..runtime::provider::openai::OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m")
+    })
+    .unwrap();
+    let err = runtime(Arc::new(provider))
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::I32)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains(&format!(
+            "nothing answered at http://127.0.0.1:{port}/v1/chat/completions"
+        )) && err.message.contains("--base-url"),
+        "{}",
+        err.message
+    );
+}
