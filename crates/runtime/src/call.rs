@@ -529,6 +529,7 @@ impl Runtime {
         shape: &AnswerShape,
     ) -> Result<Interpreted, RuntimeError> {
         let mut last_answer: Option<String> = None;
+        let mut last_rung: Option<&'static str> = None;
         let mut reason = String::new();
         for attempt in 0..=self.config.max_reasks {
             self.meter.start_request(site)?;
@@ -600,6 +601,7 @@ impl Runtime {
             );
             budget?;
             let raw = response.text.clone();
+            last_rung = response.structured;
             match (interpreted, &response.finish) {
                 (Ok(i), _) => return Ok(i),
                 (Err(message), Finish::Refusal(_)) => {
@@ -635,8 +637,18 @@ impl Runtime {
             ErrorKind::InvalidAnswer,
             Some(site),
             format!(
-                "the model's answer does not fit after {} re-asks: {reason}",
-                self.config.max_reasks
+                "the model's answer does not fit after {} re-asks: {reason}{}",
+                self.config.max_reasks,
+                match last_rung {
+                    Some("prompt") => format!(
+                        " (the {} server enforced no schema: it took neither `json_schema`, `json_object` nor `tools`, so the model answered from the schema in the prompt alone; a server with structured output, or a stronger model, is needed)",
+                        self.provider.name()
+                    ),
+                    Some(rung) => format!(
+                        " (asked with `{rung}` structured output, which the server did not enforce; `--structured` can choose another way)"
+                    ),
+                    None => String::new(),
+                }
             ),
         );
         e.raw_answer = last_answer;

@@ -172,3 +172,29 @@ async fn errors_a_rung_cannot_cure_do_not_step_down() {
     assert!(err.message.contains("HTTP 404"), "{}", err.message);
     assert_eq!(server.requests().len(), 1);
 }
+
+/// A server that takes no structured rung and whose answers never fit: the error says
+/// so, and what would help.
+#[tokio::test]
+async fn a_server_that_enforces_nothing_is_named_in_the_error() {
+    let server = MockServer::start(|request, _| {
+        if rung_of(&request.json()) != "prompt" {
+            return Reply::status(
+                400,
+                r#"{"error": {"message": "unknown field response_format"}}"#,
+            );
+        }
+        Reply::json(completion("I think the number is seven."))
+    })
+    .await;
+    let provider = Arc::new(OpenAiProvider::new(config(&server)).unwrap());
+    let err = runtime(provider)
+        .produce(&site("count"), &Context::new(), "count", &TypeDesc::I64)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("enforced no schema") && err.message.contains("structured output"),
+        "{}",
+        err.message
+    );
+}
