@@ -723,6 +723,7 @@ impl Runtime {
             "latency_ms": latency.as_secs_f64() * 1000.0,
             "retries": response.map_or(0, |r| r.retries),
             "structured": response.and_then(|r| r.structured),
+            "sampling": response.and_then(|r| r.sampling.clone()),
         }));
     }
 }

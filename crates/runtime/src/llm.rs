@@ -87,6 +87,9 @@ pub struct LlmResponse {
     /// How the provider asked for the answer's shape (`json_schema`, `json_object`,
     /// `tools`, `prompt`), when it has a choice.
     pub structured: Option<&'static str>,
+    /// The sampling the request asked for (`temperature 0, seed 1`), or `None` when
+    /// the server's defaults were used.
+    pub sampling: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

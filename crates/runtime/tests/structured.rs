@@ -198,3 +198,37 @@ async fn a_server_that_enforces_nothing_is_named_in_the_error() {
         err.message
     );
 }
+
+/// A model that takes only its own sampling (OpenAI's reasoning models refuse any other
+/// temperature) gets the request again without it, once; the trace says which.
+#[tokio::test]
+async fn sampling_a_model_refuses_is_left_out() {
+    let server = MockServer::start(|request, _| {
+        if request.json().get("temperature").is_some() {
+            return Reply::status(
+                400,
+                r#"{"error": {"message": "Unsupported value: 'temperature' does not support 0 with this model."}}"#,
+            );
+        }
+        Reply::json(completion(r#"{"value": 7}"#))
+    })
+    .await;
+    let provider = Arc::new(
+        OpenAiProvider::new(OpenAiConfig {
+            temperature: Some(0.0),
+            seed: Some(1),
+            ..config(&server)
+        })
+        .unwrap(),
+    );
+    assert_eq!(ask(&provider).await, Value::Int(7));
+    assert_eq!(ask(&provider).await, Value::Int(7));
+    let bodies: Vec<JsonValue> = server.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(
+        bodies.len(),
+        3,
+        "one refusal, then two requests without sampling"
+    );
+    assert_eq!(bodies[0]["seed"], 1);
+    assert!(bodies[1].get("temperature").is_none() && bodies[2].get("seed").is_none());
+}

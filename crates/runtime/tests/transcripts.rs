@@ -180,6 +180,7 @@ impl runtime::llm::Provider for Staggered {
                 usage: Default::default(),
                 retries: 0,
                 structured: None,
+                sampling: None,
             })
         })
     }

@@ -181,5 +181,6 @@ pub fn parse_message(json: &JsonValue) -> Result<LlmResponse, ProviderError> {
         usage,
         retries: 0,
         structured: None,
+        sampling: None,
     })
 }

@@ -98,6 +98,7 @@ impl Provider for InteractiveProvider {
                 usage: Usage::default(),
                 retries: 0,
                 structured: None,
+                sampling: None,
             })
         })
     }

@@ -27,7 +27,10 @@ pub struct OpenAiConfig {
     /// do not know the flag ignore it.
     pub strict: bool,
     pub stream: bool,
+    /// Sampling: `None` leaves the server's default. `sapc` asks for temperature 0 and
+    /// a fixed seed, so the same program on the same model runs the same way.
     pub temperature: Option<f64>,
+    pub seed: Option<u64>,
     pub max_tokens: Option<u32>,
     pub http: HttpConfig,
     /// The rung to use, and no other (`--structured`); `None` walks the ladder from
@@ -94,6 +97,7 @@ impl OpenAiConfig {
             strict: true,
             stream: false,
             temperature: None,
+            seed: None,
             max_tokens: None,
             http: HttpConfig::default(),
             structured: None,
@@ -122,6 +126,9 @@ pub struct OpenAiProvider {
     /// The rung requests use now (an index into `Structured::LADDER`).
     rung: AtomicUsize,
     announced: AtomicBool,
+    /// Set when the server rejected the sampling parameters (some models accept only
+    /// their default temperature): requests then leave them out.
+    server_sampling: AtomicBool,
 }
 
 impl OpenAiProvider {
@@ -136,6 +143,7 @@ impl OpenAiProvider {
             config,
             transport,
             announced: AtomicBool::new(false),
+            server_sampling: AtomicBool::new(false),
         })
     }
 
@@ -198,8 +206,13 @@ impl OpenAiProvider {
             }
             Structured::Prompt => {}
         }
-        if let Some(t) = self.config.temperature {
-            body["temperature"] = json!(t);
+        if !self.server_sampling.load(Ordering::Relaxed) {
+            if let Some(t) = self.config.temperature {
+                body["temperature"] = json!(t);
+            }
+            if let Some(seed) = self.config.seed {
+                body["seed"] = json!(seed);
+            }
         }
         if let Some(m) = self.config.max_tokens {
             body["max_tokens"] = json!(m);
@@ -229,9 +242,47 @@ impl OpenAiProvider {
                     self.step_down(rung, next, status, &message);
                     rung = next;
                 }
+                Err(ProviderError::Http {
+                    status: 400 | 422,
+                    message,
+                    ..
+                }) if self.sends_sampling()
+                    && ["temperature", "seed"]
+                        .iter()
+                        .any(|p| message.to_ascii_lowercase().contains(p)) =>
+                {
+                    // The model takes only its own sampling: say so once, and leave it.
+                    self.server_sampling.store(true, Ordering::Relaxed);
+                    if self.config.announce {
+                        eprintln!(
+                            "note: {} ({}) rejected the sampling parameters; using the model's own (runs may differ)",
+                            self.config.base_url, self.config.model
+                        );
+                    }
+                }
                 other => return other,
             }
         }
+    }
+
+    /// Whether requests still carry sampling parameters.
+    fn sends_sampling(&self) -> bool {
+        (self.config.temperature.is_some() || self.config.seed.is_some())
+            && !self.server_sampling.load(Ordering::Relaxed)
+    }
+
+    fn sampling(&self) -> Option<String> {
+        if !self.sends_sampling() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if let Some(t) = self.config.temperature {
+            parts.push(format!("temperature {t}"));
+        }
+        if let Some(seed) = self.config.seed {
+            parts.push(format!("seed {seed}"));
+        }
+        Some(parts.join(", "))
     }
 
     fn step_down(&self, from: Structured, to: Structured, status: u16, message: &str) {
@@ -287,6 +338,7 @@ impl OpenAiProvider {
         };
         response.retries = retries;
         response.structured = Some(rung.name());
+        response.sampling = self.sampling();
         Ok(response)
     }
 }
@@ -408,6 +460,7 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
         usage,
         retries: 0,
         structured: None,
+        sampling: None,
     })
 }
 
@@ -478,5 +531,6 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
         usage,
         retries: 0,
         structured: None,
+        sampling: None,
     })
 }

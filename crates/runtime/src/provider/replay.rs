@@ -59,6 +59,7 @@ fn response_from_json(j: &JsonValue) -> Option<LlmResponse> {
         },
         retries: 0,
         structured: None,
+        sampling: None,
     })
 }
 
