@@ -101,7 +101,7 @@ struct ProviderConfig {
     timeout_seconds: Option<f64>,
     max_retries: Option<u32>,
     structured: Option<String>,
-    /// Sampling; by default temperature 0 and seed 1, so that runs repeat.
+    /// Sampling; by default the server's (see docs/PROVIDERS.md for why not greedy yet).
     temperature: Option<f64>,
     seed: Option<u64>,
 }
@@ -187,15 +187,15 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
                     format!("unknown structured output `{rung}`: use json_schema, json_object, tools or prompt")
                 })?);
             }
-            c.temperature = Some(config.provider.temperature.unwrap_or(0.0));
-            c.seed = Some(config.provider.seed.unwrap_or(1));
+            c.temperature = config.provider.temperature;
+            c.seed = config.provider.seed;
             c.rung_memory = Some(cache::dir().join("structured-output.json"));
             c.announce = true;
             Arc::new(OpenAiProvider::new(c).map_err(|e| e.to_string())?)
         }
         "anthropic" => {
             let mut c = AnthropicConfig::from_env(model.as_deref().unwrap_or("claude-sonnet-4-5"));
-            c.temperature = Some(config.provider.temperature.unwrap_or(0.0));
+            c.temperature = config.provider.temperature;
             if let Some(url) = base_url {
                 c.base_url = url;
             }

@@ -27,8 +27,8 @@ pub struct OpenAiConfig {
     /// do not know the flag ignore it.
     pub strict: bool,
     pub stream: bool,
-    /// Sampling: `None` leaves the server's default. `sapc` asks for temperature 0 and
-    /// a fixed seed, so the same program on the same model runs the same way.
+    /// Sampling: `None` leaves the server's default (`temperature` and `seed` in
+    /// `sap.toml` set them).
     pub temperature: Option<f64>,
     pub seed: Option<u64>,
     pub max_tokens: Option<u32>,
