@@ -95,38 +95,10 @@ impl Parser<'_> {
     fn object(&mut self, depth: usize) -> Option<JsonValue> {
         self.at += 1;
         let mut map = Map::new();
-        loop {
-            self.skip();
-            match self.peek() {
-                None => {
-                    self.repair("cut-off answer closed");
-                    return Some(JsonValue::Object(map));
-                }
-                Some(b'}') => {
-                    self.at += 1;
-                    return Some(JsonValue::Object(map));
-                }
-                Some(b',') => {
-                    // A comma before the closing brace, or doubled.
-                    self.at += 1;
-                    self.repair("extra commas removed");
-                    continue;
-                }
-                _ => {}
-            }
+        while !self.container_ends(b'}') {
             let key = match self.peek()? {
                 b'"' | b'\'' => self.string()?,
-                c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' => {
-                    let start = self.at;
-                    while self
-                        .peek()
-                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'$')
-                    {
-                        self.at += 1;
-                    }
-                    self.repair("bare keys quoted");
-                    self.text[start..self.at].to_owned()
-                }
+                c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' => self.bare_key(),
                 _ => return None,
             };
             self.skip();
@@ -134,82 +106,97 @@ impl Parser<'_> {
                 Some(b':') => self.at += 1,
                 None => {
                     self.repair("cut-off answer closed");
-                    return Some(JsonValue::Object(map));
+                    break;
                 }
                 _ => return None,
             }
             self.skip();
-            if self.at_end() {
-                self.repair("cut-off answer closed");
-                return Some(JsonValue::Object(map));
-            }
-            match self.value(depth + 1) {
-                Some(v) => {
-                    map.insert(key, v);
-                }
-                None if self.at_end() => {
-                    self.repair("cut-off answer closed");
-                    return Some(JsonValue::Object(map));
-                }
-                None => return None,
-            }
-            self.skip();
-            match self.peek() {
-                Some(b',') => {
-                    self.at += 1;
-                    self.skip();
-                    if self.peek() == Some(b'}') {
-                        self.repair("extra commas removed");
-                    }
-                }
-                Some(b'}') | None => {}
-                Some(_) => self.repair("missing commas added"),
-            }
+            let Some(value) = self.element(depth)? else {
+                break;
+            };
+            map.insert(key, value);
+            self.after_element(b'}');
         }
+        Some(JsonValue::Object(map))
     }
 
     fn array(&mut self, depth: usize) -> Option<JsonValue> {
         self.at += 1;
         let mut items = Vec::new();
+        while !self.container_ends(b']') {
+            let Some(item) = self.element(depth)? else {
+                break;
+            };
+            items.push(item);
+            self.after_element(b']');
+        }
+        Some(JsonValue::Array(items))
+    }
+
+    /// Before an element of an object or array: whether the container ends here — at
+    /// `close`, or cut off. Extra commas are skipped.
+    fn container_ends(&mut self, close: u8) -> bool {
         loop {
             self.skip();
             match self.peek() {
                 None => {
                     self.repair("cut-off answer closed");
-                    return Some(JsonValue::Array(items));
+                    return true;
                 }
-                Some(b']') => {
+                Some(c) if c == close => {
                     self.at += 1;
-                    return Some(JsonValue::Array(items));
+                    return true;
                 }
                 Some(b',') => {
                     self.at += 1;
                     self.repair("extra commas removed");
-                    continue;
                 }
-                _ => {}
-            }
-            match self.value(depth + 1) {
-                Some(v) => items.push(v),
-                None if self.at_end() => {
-                    self.repair("cut-off answer closed");
-                    return Some(JsonValue::Array(items));
-                }
-                None => return None,
-            }
-            self.skip();
-            match self.peek() {
-                Some(b',') => {
-                    self.at += 1;
-                    self.skip();
-                    if self.peek() == Some(b']') {
-                        self.repair("extra commas removed");
-                    }
-                }
-                Some(b']') | None => {}
-                Some(_) => self.repair("missing commas added"),
+                Some(_) => return false,
             }
         }
+    }
+
+    /// An element's value: `Some(None)` when the answer ends inside it (the container
+    /// is closed without it), `None` when it is not JSON.
+    fn element(&mut self, depth: usize) -> Option<Option<JsonValue>> {
+        match self.value(depth + 1) {
+            Some(v) => Some(Some(v)),
+            None if self.at_end() => {
+                self.repair("cut-off answer closed");
+                Some(None)
+            }
+            None => None,
+        }
+    }
+
+    /// After an element: its comma (a trailing one is noted), or a missing one.
+    fn after_element(&mut self, close: u8) {
+        self.skip();
+        match self.peek() {
+            Some(b',') => {
+                self.at += 1;
+                self.skip();
+                if self.peek() == Some(close) {
+                    self.repair("extra commas removed");
+                }
+            }
+            Some(c) if c == close => {}
+            None => {}
+            Some(_) => self.repair("missing commas added"),
+        }
+    }
+
+    /// A key written without quotes.
+    fn bare_key(&mut self) -> String {
+        let start = self.at;
+        while self
+            .peek()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'$')
+        {
+            self.at += 1;
+        }
+        self.repair("bare keys quoted");
+        self.text[start..self.at].to_owned()
     }
 
     /// A string in double or single quotes, with JSON's escapes (and `\'`). A string
