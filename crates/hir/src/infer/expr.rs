@@ -281,6 +281,18 @@ impl<'a, 'db> Checker<'a, 'db> {
         t
     }
 
+    /// `op` cannot take operands of these types.
+    fn operands_mismatch(&mut self, span: Span, op: BinaryOp, l: &Ty<'db>, r: &Ty<'db>) {
+        let d = diag::operator(
+            self.item,
+            span,
+            op.as_str(),
+            &self.display(l),
+            Some(&self.display(r)),
+        );
+        self.diagnostics.push(d);
+    }
+
     pub(super) fn binary(
         &mut self,
         span: Span,
@@ -317,14 +329,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                     }
                 }
                 if !self.unify(&l, &r) {
-                    let d = diag::operator(
-                        self.item,
-                        span,
-                        op.as_str(),
-                        &self.display(&l),
-                        Some(&self.display(&r)),
-                    );
-                    self.diagnostics.push(d);
+                    self.operands_mismatch(span, op, &l, &r);
                     return Ty::Bool;
                 }
                 let comparable = matches!(
@@ -341,14 +346,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                         | Ty::Var(_)
                 );
                 if !comparable {
-                    let d = diag::operator(
-                        self.item,
-                        span,
-                        op.as_str(),
-                        &self.display(&l),
-                        Some(&self.display(&r)),
-                    );
-                    self.diagnostics.push(d);
+                    self.operands_mismatch(span, op, &l, &r);
                 }
                 Ty::Bool
             }
@@ -362,14 +360,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                         || matches!(t, Ty::Var(v) if self.vars[v as usize].int_only)
                 };
                 if !ok {
-                    let d = diag::operator(
-                        self.item,
-                        span,
-                        op.as_str(),
-                        &self.display(&l),
-                        Some(&self.display(&r)),
-                    );
-                    self.diagnostics.push(d);
+                    self.operands_mismatch(span, op, &l, &r);
                 }
                 Ty::Bool
             }
