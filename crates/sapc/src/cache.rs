@@ -34,24 +34,29 @@ pub fn dir() -> PathBuf {
 }
 
 /// The files a program's entry depends on: the program first, then every `.sap` file
-/// beside it, by name; each as `sapc` names it in messages, with its bytes.
+/// beside it; each with its path as `sapc` names it in messages and its bytes, or why
+/// it could not be read (which matters only if the program names it). Read once: the
+/// key is made from them, and the loader takes the program's modules from them.
 pub struct Inputs {
-    pub files: Vec<(String, Vec<u8>)>,
+    pub files: Vec<(PathBuf, Result<Vec<u8>, String>)>,
 }
 
 impl Inputs {
     pub fn read(program: &Path) -> Result<Inputs, String> {
         let read =
             |p: &Path| std::fs::read(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()));
-        let mut files = vec![(program.display().to_string(), read(program)?)];
-        // A sibling that cannot be read is keyed as such: it only matters if the program
-        // names it, and then compiling says why it cannot be read.
-        for sibling in siblings(program) {
-            let bytes = std::fs::read(&sibling)
-                .unwrap_or_else(|e| format!("\0unreadable: {e}").into_bytes());
-            files.push((sibling.display().to_string(), bytes));
-        }
+        let mut files = vec![(program.to_owned(), Ok(read(program)?))];
+        files.extend(siblings(program).into_iter().map(|s| {
+            let bytes = read(&s);
+            (s, bytes)
+        }));
         Ok(Inputs { files })
+    }
+
+    /// The program file's path and bytes.
+    pub fn program(&self) -> (&Path, &[u8]) {
+        let (path, bytes) = &self.files[0];
+        (path, bytes.as_deref().unwrap_or_default())
     }
 }
 
@@ -105,9 +110,12 @@ pub fn key(inputs: &Inputs, target: &str) -> String {
         put(name.as_bytes());
         put(text.as_bytes());
     }
-    for (name, text) in &inputs.files {
-        put(name.as_bytes());
-        put(text);
+    for (path, bytes) in &inputs.files {
+        put(path.display().to_string().as_bytes());
+        match bytes {
+            Ok(bytes) => put(bytes),
+            Err(why) => put(format!("\0unreadable: {why}").as_bytes()),
+        }
     }
     // Two different 64-bit hashes of the same bytes: a collision of both is beyond
     // any accident.

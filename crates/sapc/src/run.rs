@@ -275,7 +275,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     let (module, calls_model, mut linked) = match cached {
         Some((module, calls_model, program)) => (module, calls_model, Some(program)),
         None => {
-            let program = match load_program(&args.file)? {
+            let program = match load_program(&inputs)? {
                 Ok(program) => program,
                 Err(code) => return Ok(code),
             };
@@ -459,21 +459,16 @@ impl Program {
     }
 }
 
-fn read_source(path: &Path) -> Result<SourceText, String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    Ok(SourceText::new(path.display().to_string(), bytes))
-}
-
-/// Reads the program at `path` and the modules beside it that it names, directly or
-/// through another of them (`hir::items::named_modules`, the checker's own rule); a
-/// module beside it that nothing names stays out, even a broken one.
-pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
-    let main = read_source(path)?;
+/// Reads the program and the modules beside it that it names, directly or through
+/// another of them (`hir::items::named_modules`, the checker's own rule), from the files
+/// `inputs` read; a module beside it that nothing names stays out, even a broken one.
+pub fn load_program(inputs: &cache::Inputs) -> Result<Result<Program, u8>, String> {
+    let (path, bytes) = inputs.program();
+    let main = SourceText::new(path.display().to_string(), bytes.to_vec());
     // Each sibling `m.sap` once, by module name; taken out of the map when used.
-    let mut siblings: BTreeMap<String, PathBuf> = cache::siblings(path)
-        .into_iter()
-        .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
+    let mut siblings: BTreeMap<String, &(PathBuf, Result<Vec<u8>, String>)> = inputs.files[1..]
+        .iter()
+        .filter_map(|file| Some((file.0.file_stem()?.to_str()?.to_owned(), file)))
         .collect();
     let mut db = hir::Database::default();
     db.add_prelude();
@@ -490,8 +485,8 @@ pub fn load_program(path: &Path) -> Result<Result<Program, u8>, String> {
         let named = hir::items::named_modules(&program.db, program.handles[scanned]).clone();
         scanned += 1;
         for name in named {
-            if let Some(sibling) = siblings.remove(&name) {
-                let source = read_source(&sibling)?;
+            if let Some((path, bytes)) = siblings.remove(&name) {
+                let source = SourceText::new(path.display().to_string(), bytes.clone()?);
                 let handle = program
                     .db
                     .add_file(source.name.clone(), source.text.clone());
@@ -549,7 +544,7 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
             );
             return Ok(exit::OK);
         }
-        let program = match load_program(file)? {
+        let program = match load_program(&inputs)? {
             Ok(program) => program,
             Err(code) => return Ok(code),
         };
@@ -588,7 +583,11 @@ fn file_texts(module: &ir::Module, inputs: &cache::Inputs) -> Vec<Option<(String
         .files
         .iter()
         .map(|name| {
-            if let Some((_, bytes)) = inputs.files.iter().find(|(n, _)| n == name) {
+            if let Some((_, Ok(bytes))) = inputs
+                .files
+                .iter()
+                .find(|(path, _)| path.display().to_string() == *name)
+            {
                 return Some((name.clone(), String::from_utf8_lossy(bytes).into_owned()));
             }
             hir::prelude_source(name).map(|text| (name.clone(), text.to_owned()))
