@@ -108,8 +108,9 @@ pub fn write(
     Ok(w.0)
 }
 
-/// Reads a file [`write`] made with the same `identity` for a machine of `target`.
-pub fn read(bytes: &[u8], identity: &str, target: &str) -> Result<NativeModule, String> {
+/// Reads a file [`write`] made with the same `identity`. Whether its code suits this
+/// machine is `jit::load`'s check, as for any compiled program.
+pub fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
     let body = bytes
         .len()
         .checked_sub(8)
@@ -134,9 +135,6 @@ pub fn read(bytes: &[u8], identity: &str, target: &str) -> Result<NativeModule, 
         return Err("the checksum does not match: the file is damaged".to_owned());
     }
     let written_for = r.str()?;
-    if written_for != target {
-        return Err(format!("compiled for `{written_for}`, not this machine"));
-    }
     let calls_model = r.u8()? != 0;
     let ir: ir::Module = postcard::from_bytes(r.bytes()?).map_err(|e| format!("module: {e}"))?;
     let pins: Vec<Pin> = postcard::from_bytes(r.bytes()?).map_err(|e| format!("pins: {e}"))?;

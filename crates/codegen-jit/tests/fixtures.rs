@@ -123,10 +123,9 @@ enum Engine {
 
 /// The native module of `module` as the build cache would store and read it back.
 fn through_the_cache(module: &Module) -> (Arc<Module>, codegen_jit::NativeProgram) {
-    let target = codegen_jit::target().unwrap();
     let native = codegen_jit::compile_native(module).expect("the module compiles");
     let bytes = native_module::write("fixtures", module, &native).expect("the module is stored");
-    let read = native_module::read(&bytes, "fixtures", &target).expect("the module reads back");
+    let read = native_module::read(&bytes, "fixtures").expect("the module reads back");
     assert_eq!(read.calls_model, module.calls_model());
     (Arc::new(read.ir), read.program)
 }

@@ -20,12 +20,11 @@ fn module() -> ir::Module {
     lower::lower_workspace(&db).unwrap()
 }
 
-fn stored() -> (ir::Module, Vec<u8>, String) {
+fn stored() -> (ir::Module, Vec<u8>) {
     let module = module();
-    let target = codegen_jit::target().unwrap();
     let native = codegen_jit::compile_native(&module).unwrap();
     let bytes = native_module::write("id", &module, &native).unwrap();
-    (module, bytes, target)
+    (module, bytes)
 }
 
 /// Replaces the checksum so that only the structure is judged.
@@ -38,8 +37,8 @@ fn reseal(bytes: &mut Vec<u8>) {
 
 #[test]
 fn a_stored_module_reads_back_and_runs() {
-    let (module, bytes, target) = stored();
-    let read = native_module::read(&bytes, "id", &target).unwrap();
+    let (module, bytes) = stored();
+    let read = native_module::read(&bytes, "id").unwrap();
     assert!(read.ir.functions.iter().all(|f| f.blocks.is_empty()));
     assert!(!read.calls_model);
     // `unused` is not reachable from `main`, so it was not compiled.
@@ -64,37 +63,40 @@ fn a_stored_module_reads_back_and_runs() {
 
 #[test]
 fn damage_anywhere_is_refused() {
-    let (_, bytes, target) = stored();
+    let (_, bytes) = stored();
     for at in (0..bytes.len()).step_by(97) {
         let mut damaged = bytes.clone();
         damaged[at] ^= 0x40;
         assert!(
-            native_module::read(&damaged, "id", &target).is_err(),
+            native_module::read(&damaged, "id").is_err(),
             "a flipped byte at {at} was not noticed"
         );
     }
     for len in (0..bytes.len()).step_by(61) {
-        assert!(native_module::read(&bytes[..len], "id", &target).is_err());
+        assert!(native_module::read(&bytes[..len], "id").is_err());
     }
 }
 
 #[test]
 fn foreign_entries_are_refused_with_a_reason() {
-    let (_, bytes, target) = stored();
-    let error = |b: &[u8], id: &str, t: &str| native_module::read(b, id, t).err().unwrap();
-    assert!(error(&bytes, "other", &target).contains("another compiler"));
-    assert!(error(&bytes, "id", "riscv64 other").contains("not this machine"));
+    let (_, bytes) = stored();
+    let error = |b: &[u8], id: &str| native_module::read(b, id).err().unwrap();
+    assert!(error(&bytes, "other").contains("another compiler"));
+    // Code for another machine reads, but does not link.
+    let mut foreign = native_module::read(&bytes, "id").unwrap();
+    foreign.program.target = "riscv64 other".to_owned();
+    let linked = codegen_jit::load(&foreign.program, Arc::new(foreign.ir));
+    assert!(linked.err().unwrap().contains("not this machine"));
     let mut newer = bytes.clone();
     newer[8..12].copy_from_slice(&(FORMAT + 1).to_le_bytes());
     reseal(&mut newer);
-    assert!(error(&newer, "id", &target).contains("format"));
-    assert!(error(b"{ not a module }", "id", &target).contains("not a sap native module"));
+    assert!(error(&newer, "id").contains("format"));
+    assert!(error(b"{ not a module }", "id").contains("not a sap native module"));
 }
 
 #[test]
 fn relocations_that_point_outside_are_refused() {
     let module = module();
-    let target = codegen_jit::target().unwrap();
     let outside = |edit: &dyn Fn(&mut ModuleReloc, usize)| {
         let mut native = codegen_jit::compile_native(&module).unwrap();
         let f = native
@@ -105,7 +107,7 @@ fn relocations_that_point_outside_are_refused() {
         let len = f.code.len();
         edit(&mut f.relocs[0], len);
         let bytes = native_module::write("id", &module, &native).unwrap();
-        native_module::read(&bytes, "id", &target).err()
+        native_module::read(&bytes, "id").err()
     };
     assert!(
         outside(&|r, len| r.offset = len as u32 - 2)

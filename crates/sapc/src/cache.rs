@@ -131,14 +131,14 @@ fn entry(key: &str) -> PathBuf {
 
 /// The entry of `key`: `Ok(None)` when there is none, `Err(why)` when there is one
 /// that cannot be used.
-pub fn load(key: &str, target: &str) -> Result<Option<NativeModule>, String> {
+pub fn load(key: &str) -> Result<Option<NativeModule>, String> {
     let path = entry(key);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    native_module::read(&bytes, key, target)
+    native_module::read(&bytes, key)
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))
 }

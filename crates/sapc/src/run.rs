@@ -256,7 +256,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     if args.engine == "jit" {
         let target = codegen_jit::target()?;
         let key = cache::key(&inputs, &target);
-        match cache::load(&key, &target) {
+        match cache::load(&key) {
             Ok(Some(entry)) => {
                 let at = Instant::now();
                 let module = Arc::new(entry.ir);
@@ -530,7 +530,7 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
         let inputs = cache::Inputs::read(file)?;
         let target = codegen_jit::target()?;
         let key = cache::key(&inputs, &target);
-        let fresh = match cache::load(&key, &target) {
+        let fresh = match cache::load(&key) {
             Ok(entry) => entry.is_some(),
             Err(why) => {
                 eprintln!("rebuilding: {why}");
