@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value as JsonValue, json};
+use serde_json::{Map, Value as JsonValue, json};
 
 use crate::budget::{Budgets, Meter, RunStats};
 use crate::context::Context;
@@ -334,6 +334,7 @@ impl Runtime {
                     }
                 })
                 .collect(),
+            max_tokens: schema::output_budget(&schema),
             schema: schema.clone(),
             corrections: Vec::new(),
             order: crate::order::next_call(),
@@ -467,11 +468,24 @@ impl Runtime {
                 repair::coerce(&shape.root, json, &mut repairs)
             }
             CallKind::Decide => {
-                // A bare `true` is a decision without its reason.
+                // A bare `true` is a decision without its reason; a reason longer than
+                // asked for is cut (the program never reads it).
                 let json = match json {
                     JsonValue::Bool(b) => {
                         repairs.push("bare Boolean wrapped as a decision");
                         json!({ "reason": "", "answer": b })
+                    }
+                    JsonValue::Object(mut map) => {
+                        if let Some(JsonValue::String(reason)) = map.get_mut("reason")
+                            && reason.chars().count() > schema::REASON_LENGTH as usize
+                        {
+                            *reason = reason
+                                .chars()
+                                .take(schema::REASON_LENGTH as usize)
+                                .collect();
+                            repairs.push("decision reason cut to its length");
+                        }
+                        JsonValue::Object(map)
                     }
                     other => other,
                 };
@@ -578,8 +592,9 @@ impl Runtime {
             let interpreted = match &response.finish {
                 Finish::Refusal(m) => Err(format!("the model refused: {m}")),
                 // An answer cut off at the token limit is used when what it had written
-                // closes into a valid value (see `lenient`); asking again would cut it
-                // again, so otherwise the call stops.
+                // closes into a valid value (see `lenient`); otherwise the model is asked
+                // once more for a shorter one (a model repeating itself is cut off at
+                // the request's output budget), and then the call stops.
                 Finish::Length => self.interpret(&response.text, shape).map_err(|e| {
                     format!(
                         "the answer was cut off at the token limit (finish_reason: length): {e}"
@@ -608,6 +623,15 @@ impl Runtime {
                     let mut e = RuntimeError::new(ErrorKind::Refusal, Some(site), message);
                     e.raw_answer = Some(raw);
                     return Err(e);
+                }
+                (Err(message), Finish::Length) if attempt < self.config.max_reasks => {
+                    reason = message;
+                    last_answer = Some(raw.clone());
+                    self.meter.count_reask();
+                    request.corrections.push(Correction {
+                        answer: raw,
+                        message: "Your answer was cut off at the output limit. Answer again, briefly, with JSON that matches the schema.".to_owned(),
+                    });
                 }
                 (Err(message), Finish::Length) => {
                     let mut e = RuntimeError::new(
@@ -742,6 +766,11 @@ fn coerce_choice(json: JsonValue, arms: &[TypeDesc], repairs: &mut Vec<&'static 
     let JsonValue::Object(mut root) = json else {
         return json;
     };
+    // The targets that constrain a `select` as a top-level `anyOf` (llama.cpp) answer
+    // without the `choice` wrapper: the shape they were asked for, not a repair.
+    if !root.contains_key("choice") && root.contains_key("option") {
+        root = Map::from_iter([("choice".to_owned(), JsonValue::Object(root))]);
+    }
     let Some(JsonValue::Object(mut choice)) = root.remove("choice") else {
         return JsonValue::Object(root);
     };

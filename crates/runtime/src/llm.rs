@@ -18,6 +18,10 @@ pub struct LlmRequest {
     pub schema: Arc<JsonValue>,
     /// Earlier answers that did not validate, each with the correction sent back.
     pub corrections: Vec<Correction>,
+    /// The output budget derived from the schema ([`crate::schema::output_budget`]),
+    /// which providers send as `max_tokens` where a runaway answer is likely (local
+    /// servers). Not part of the request's identity in transcripts.
+    pub max_tokens: u32,
     /// Where the call stands in the program's order (see `order`): not sent to the
     /// model; transcripts are written in this order.
     pub order: crate::order::Position,

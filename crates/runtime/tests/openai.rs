@@ -200,7 +200,7 @@ async fn an_invalid_answer_is_sent_back_with_the_error() {
     assert_eq!(messages[3]["role"], "user");
     let correction = messages[3]["content"].as_str().unwrap();
     assert!(
-        correction.contains("3000000000 is outside the range of i32"),
+        correction.contains("3000000000 is greater than the maximum of 2147483647"),
         "{correction}"
     );
     assert_eq!(rt.stats().reasks, 1);
@@ -261,7 +261,8 @@ async fn refusals_truncation_and_empty_answers_are_handled() {
     assert_eq!(value.to_json_string(), "[3,4,5]");
     assert_eq!(server.requests().len(), 1);
 
-    // Cut off before the value: a clear stop.
+    // Cut off before the value: asked again for a shorter answer (a bounded number of
+    // times), then a clear stop.
     let cut = json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": "{\"value\": " }, "finish_reason": "length" }] });
     let server = MockServer::start(move |_, _| Reply::json(cut.clone())).await;
     let err = runtime(openai(&server))
@@ -269,10 +270,20 @@ async fn refusals_truncation_and_empty_answers_are_handled() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Truncated);
-    assert_eq!(
-        server.requests().len(),
-        1,
-        "a cut-off answer is not re-asked: it would be cut again"
+    assert!(
+        err.message.contains("allow the model more output tokens"),
+        "{}",
+        err.message
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "the first answer and two re-asks");
+    let last = requests[2].json()["messages"].clone();
+    assert!(
+        last[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("cut off at the output limit"),
+        "{last}"
     );
 
     let server = MockServer::start(|_, i| {
@@ -516,4 +527,83 @@ async fn wrong_servers_are_named_not_dumped() {
         "{}",
         err.message
     );
+}
+
+#[tokio::test]
+async fn a_local_server_gets_the_output_budget_and_its_own_schema_dialect() {
+    use runtime::provider::openai::OpenAiConfig;
+    use runtime::schema::ArmDesc;
+    use runtime::schema::target::Target;
+    use runtime::types::ParamDesc;
+
+    // llama.cpp's dialect: a `select` is a top-level `anyOf` tagged by `const`, and the
+    // answer comes without the `choice` wrapper.
+    let server = MockServer::start(|_, _| {
+        Reply::json(completion(
+            r#"{"option": 1, "arguments": {"query": "cafes"}}"#,
+        ))
+    })
+    .await;
+    let provider = OpenAiProvider::new(OpenAiConfig {
+        target: Target::LlamaCpp,
+        ..openai_config(&server, false)
+    })
+    .unwrap();
+    let arms = vec![
+        ArmDesc {
+            tool: "stop".into(),
+            doc: None,
+            binding: None,
+            params: vec![],
+        },
+        ArmDesc {
+            tool: "search".into(),
+            doc: None,
+            binding: None,
+            params: vec![ParamDesc {
+                name: "query".into(),
+                doc: None,
+                ty: TypeDesc::String,
+            }],
+        },
+    ];
+    let (arm, args) = runtime(Arc::new(provider))
+        .choose(&site("main"), &Context::new(), &arms)
+        .await
+        .unwrap();
+    assert_eq!((arm, args), (1, vec![Value::str("cafes")]));
+    let body = server.requests()[0].json();
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    assert_eq!(
+        schema["anyOf"][1]["properties"]["option"],
+        json!({"const": 1})
+    );
+    // A local server: the budget derived from the type goes out as `max_tokens`.
+    let budget = body["max_tokens"].as_u64().unwrap();
+    assert!((256..=2048).contains(&budget), "{budget}");
+
+    // A decision's budget is small: its reason is one short sentence.
+    let server =
+        MockServer::start(|_, _| Reply::json(completion(r#"{"reason": "yes", "answer": true}"#)))
+            .await;
+    let decided = runtime(openai(&server))
+        .decide(&site("done"), &Context::new(), "done", None)
+        .await
+        .unwrap();
+    assert!(decided);
+    assert_eq!(server.requests()[0].json()["max_tokens"], json!(256));
+    // OpenAI's own API: no derived limit (its reasoning models spend output on thought).
+    let budgeted =
+        OpenAiProvider::new(OpenAiConfig::new("https://api.openai.com/v1", "m")).unwrap();
+    let request = runtime::llm::LlmRequest {
+        system: "s".into(),
+        context: String::new(),
+        instruction: "i".into(),
+        schema_name: "x".into(),
+        schema: Arc::new(json!({"type": "object"})),
+        corrections: vec![],
+        max_tokens: 300,
+        order: Default::default(),
+    };
+    assert!(budgeted.body(&request).get("max_tokens").is_none());
 }

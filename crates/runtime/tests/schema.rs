@@ -89,7 +89,7 @@ fn scalars_are_wrapped_at_the_root() {
         s,
         json!({
             "type": "object",
-            "properties": { "value": { "type": "integer" } },
+            "properties": { "value": { "type": "integer", "minimum": i32::MIN, "maximum": i32::MAX } },
             "required": ["value"],
             "additionalProperties": false,
         })

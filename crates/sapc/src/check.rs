@@ -1,11 +1,23 @@
 //! `sapc check`: find the files, parse and check each, print every diagnostic.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use runtime::schema::target::{self, Target};
 
 use crate::render::{self, SourceText};
 use crate::{Format, exit};
 
-pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
+pub fn run(paths: Vec<PathBuf>, format: Format, target: Option<&str>) -> u8 {
+    let target = match target.map(|name| (name, Target::parse(name))) {
+        None => None,
+        Some((_, Some(t))) => Some(t),
+        Some((name, None)) => {
+            let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+            eprintln!("error: unknown target `{name}`: use {}", names.join(", "));
+            return exit::USAGE;
+        }
+    };
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -46,14 +58,21 @@ pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
         })
         .collect();
 
+    // The target's warnings need the lowered program, so only a workspace that checks
+    // gets them.
+    let mut unenforced = match target {
+        Some(target) => target_warnings(&db, target),
+        None => Default::default(),
+    };
     let mut errors = 0;
     let mut warnings = 0;
     let mut out = render::Printer::new(format);
     for (source, handle) in sources.iter().zip(handles) {
-        let diagnostics = match handle {
+        let mut diagnostics = match handle {
             Some(file) => hir::check_file(&db, file).clone(),
             None => source.utf8_diagnostics(),
         };
+        diagnostics.extend(unenforced.remove(&source.name).unwrap_or_default());
         for d in &diagnostics {
             if d.is_error() {
                 errors += 1;
@@ -67,6 +86,54 @@ pub fn run(paths: Vec<PathBuf>, format: Format) -> u8 {
         eprintln!("{}", summary(files.len(), errors, warnings));
     }
     if errors > 0 { exit::ERRORS } else { exit::OK }
+}
+
+/// W0301 at every LLM call site whose answer has constraints `target` does not enforce,
+/// by file name.
+fn target_warnings(db: &hir::Database, target: Target) -> HashMap<String, Vec<syntax::Diagnostic>> {
+    let mut by_file: HashMap<String, Vec<syntax::Diagnostic>> = HashMap::new();
+    let Some(module) = lower::lower_workspace(db) else {
+        return by_file;
+    };
+    let schemas = codegen_jit::host::site_schemas(&module);
+    for (site, schema) in module.sites.iter().zip(schemas) {
+        let Some(schema) = schema else { continue };
+        let gaps = target::emit(&schema, target).gaps;
+        if gaps.is_empty() {
+            continue;
+        }
+        let Some(file) = module.files.get(site.span.file as usize) else {
+            continue;
+        };
+        let listed: Vec<String> = gaps
+            .iter()
+            .map(|g| {
+                if g.path.is_empty() {
+                    g.what.clone()
+                } else {
+                    format!("{} of `{}`", g.what, g.path)
+                }
+            })
+            .collect();
+        let span = syntax::Span::new(site.span.start as usize, site.span.end as usize);
+        by_file.entry(file.clone()).or_default().push(
+            syntax::Diagnostic::warning(
+                "W0301",
+                span,
+                format!(
+                    "{} does not enforce {} in the answer to `{}`",
+                    target.name(),
+                    listed.join(", "),
+                    site.subject
+                ),
+            )
+            .with_label("the model answers here")
+            .with_help(
+                "the answer is still checked when it arrives, and re-asked when it does not fit",
+            ),
+        );
+    }
+    by_file
 }
 
 fn summary(files: usize, errors: usize, warnings: usize) -> String {

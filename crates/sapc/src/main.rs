@@ -38,6 +38,11 @@ enum Command {
         /// How to print diagnostics.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Also warn at each LLM call site where the answer's type has constraints this
+        /// provider's structured output does not enforce: `openai`, `anthropic`,
+        /// `llamacpp`, `ollama` or `gemini`.
+        #[arg(long, value_name = "NAME")]
+        target: Option<String>,
     },
     /// Check and lower a program into the build cache, so `run` starts at once.
     Build {
@@ -83,7 +88,11 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Check { paths, format } => ExitCode::from(check::run(paths, format)),
+        Command::Check {
+            paths,
+            format,
+            target,
+        } => ExitCode::from(check::run(paths, format, target.as_deref())),
         Command::Build { file, emit_ir } => ExitCode::from(run::build(&file, emit_ir)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Lsp => match lsp::run_stdio() {

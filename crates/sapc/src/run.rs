@@ -18,6 +18,7 @@ use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
 use runtime::provider::interactive::InteractiveProvider;
 use runtime::provider::openai::{OpenAiConfig, OpenAiProvider, Structured};
 use runtime::provider::replay::{RecordingProvider, ReplayProvider};
+use runtime::schema::target::Target;
 use runtime::trace::TraceSink;
 use runtime::{Budgets, Runtime, RuntimeConfig, Value};
 use serde::Deserialize;
@@ -104,6 +105,9 @@ struct ProviderConfig {
     /// Sampling; by default the server's (see docs/PROVIDERS.md for why not greedy yet).
     temperature: Option<f64>,
     seed: Option<u64>,
+    /// The output limit of every answer (default: derived from each answer's type, for
+    /// servers other than OpenAI's own).
+    max_output_tokens: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -189,6 +193,12 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             }
             c.temperature = config.provider.temperature;
             c.seed = config.provider.seed;
+            c.max_tokens = config.provider.max_output_tokens;
+            c.target = match kind.as_str() {
+                "llamacpp" => Target::LlamaCpp,
+                "ollama" => Target::Ollama,
+                _ => Target::OpenAi,
+            };
             c.rung_memory = Some(cache::dir().join("structured-output.json"));
             c.announce = true;
             Arc::new(OpenAiProvider::new(c).map_err(|e| e.to_string())?)
@@ -196,6 +206,9 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         "anthropic" => {
             let mut c = AnthropicConfig::from_env(model.as_deref().unwrap_or("claude-sonnet-4-5"));
             c.temperature = config.provider.temperature;
+            if let Some(m) = config.provider.max_output_tokens {
+                c.max_tokens = m;
+            }
             if let Some(url) = base_url {
                 c.base_url = url;
             }

@@ -170,3 +170,47 @@ fn warnings_alone_exit_0() {
     assert!(stderr.contains("W0001"), "{stderr}");
     assert!(stderr.contains("1 warning"), "{stderr}");
 }
+
+#[test]
+fn check_target_warns_where_a_provider_does_not_enforce_the_type() {
+    let dir = temp_dir("target");
+    let file = dir.join("rate.sap");
+    std::fs::write(
+        &file,
+        "struct Score {\n    value: i32,\n    note: String,\n}\n\nfn rate(ctx: Context, text: String) -> Score {\n    text!\n}\n\nfn main(ctx: Context) -> () {\n    print(rate(ctx, \"good\").note)\n}\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let out = sapc(&["check", path, "--target", "anthropic", "--format", "json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("W0301"), "{stdout}");
+    assert!(stdout.contains("the `i32` range of `value`"), "{stdout}");
+    assert!(
+        stdout.contains("\"line\":8"),
+        "at the end of `rate`: {stdout}"
+    );
+    // llama.cpp's grammar bounds integers: nothing to say.
+    let out = sapc(&["check", path, "--target", "llamacpp", "--format", "json"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("W0301"));
+    // Without a target, no such warnings; an unknown target is a usage error.
+    let out = sapc(&["check", path, "--format", "json"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("W0301"));
+    let out = sapc(&["check", path, "--target", "palm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use openai, anthropic"));
+}
+
+#[test]
+fn every_example_checks_against_every_target() {
+    for target in ["openai", "anthropic", "llamacpp", "ollama", "gemini"] {
+        let out = sapc(&[
+            "check",
+            root().join("examples").to_str().unwrap(),
+            "--target",
+            target,
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{target}: {stderr}");
+    }
+}

@@ -11,7 +11,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
-use runtime::schema::ArmDesc;
+use runtime::schema::{self, ArmDesc};
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
@@ -190,14 +190,7 @@ impl Host {
     }
 
     fn params(&self, params: &[ir::Param]) -> Vec<ParamDesc> {
-        params
-            .iter()
-            .map(|p| ParamDesc {
-                name: p.name.clone(),
-                doc: p.doc.clone(),
-                ty: self.desc(&p.ty),
-            })
-            .collect()
+        params_of(&self.types, params)
     }
 
     /// Blocks on an LLM call. Engines run on plain threads, never on a tokio worker.
@@ -407,6 +400,47 @@ fn complete_struct(module: &Module, i: usize, out: &mut [TypeDesc], state: &mut 
         fields,
     }));
     state[i] = 2;
+}
+
+fn params_of(types: &[TypeDesc], params: &[ir::Param]) -> Vec<ParamDesc> {
+    params
+        .iter()
+        .map(|p| ParamDesc {
+            name: p.name.clone(),
+            doc: p.doc.clone(),
+            ty: desc_of(types, &p.ty),
+        })
+        .collect()
+}
+
+/// The schema each LLM site of `module` asks its answer in (the portable one, before a
+/// provider writes it in its server's dialect), by site; `None` for a `Json` result
+/// whose schema the program computes when it runs.
+pub fn site_schemas(module: &Module) -> Vec<Option<serde_json::Value>> {
+    let types = type_descs(module);
+    module
+        .sites
+        .iter()
+        .map(|site| match &site.kind {
+            SiteKind::Produce { ret: Type::Json } => None,
+            SiteKind::Produce { ret } => Some(schema::value_schema(&desc_of(&types, ret)).0),
+            SiteKind::Fill { params, .. } => {
+                Some(schema::arguments_schema(&params_of(&types, params)))
+            }
+            SiteKind::Choose { arms } => Some(schema::choice_schema(
+                &arms
+                    .iter()
+                    .map(|a| ArmDesc {
+                        tool: a.tool.clone(),
+                        doc: a.doc.clone(),
+                        binding: a.binding.clone(),
+                        params: params_of(&types, &a.params),
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            SiteKind::Decide => Some(schema::decision_schema()),
+        })
+        .collect()
 }
 
 fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {

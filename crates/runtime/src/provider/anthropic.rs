@@ -1,5 +1,6 @@
 //! Anthropic Messages (`POST {base}/v1/messages`). The answer's shape is a forced tool
-//! call (`tool_choice: {type: "tool"}`) whose `input_schema` is the schema; the stable
+//! call (`tool_choice: {type: "tool"}`) whose `input_schema` is the schema (in the strict
+//! tool-input dialect, see `schema::target`); the stable
 //! prefix — system preamble and rendered context — carries `cache_control` so repeated
 //! prefixes are read from Anthropic's prompt cache. Usage is normalised: cached tokens are
 //! the cache reads, and input counts every input token.
@@ -8,6 +9,7 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::http::{HttpConfig, HttpTransport};
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use crate::schema::target::{self, Target};
 
 /// The tool the model is made to call with its answer.
 pub const ANSWER_TOOL: &str = "answer";
@@ -75,7 +77,7 @@ impl AnthropicProvider {
             "tools": [{
                 "name": ANSWER_TOOL,
                 "description": format!("Give your answer ({}).", request.schema_name),
-                "input_schema": &*request.schema,
+                "input_schema": target::emit(&request.schema, Target::Anthropic).schema,
             }],
             "tool_choice": { "type": "tool", "name": ANSWER_TOOL },
         });

@@ -15,6 +15,7 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::http::{HttpConfig, HttpTransport, names_request_shape};
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use crate::schema::target::{self, Target};
 
 #[derive(Clone, Debug)]
 pub struct OpenAiConfig {
@@ -31,7 +32,13 @@ pub struct OpenAiConfig {
     /// `sap.toml` set them).
     pub temperature: Option<f64>,
     pub seed: Option<u64>,
+    /// The output limit of every answer; `None` sends each request's budget derived from
+    /// its type ([`LlmRequest::max_tokens`]), except to OpenAI's own API, whose
+    /// reasoning models spend output tokens on thinking (and which enforces schemas, so
+    /// answers do not run away).
     pub max_tokens: Option<u32>,
+    /// The dialect the answer's schema is written in for this server.
+    pub target: Target,
     pub http: HttpConfig,
     /// The rung to use, and no other (`--structured`); `None` walks the ladder from
     /// `first_rung`.
@@ -99,6 +106,7 @@ impl OpenAiConfig {
             temperature: None,
             seed: None,
             max_tokens: None,
+            target: Target::OpenAi,
             http: HttpConfig::default(),
             structured: None,
             first_rung: Structured::JsonSchema,
@@ -159,12 +167,25 @@ impl OpenAiProvider {
 
     fn body_on(&self, request: &LlmRequest, rung: Structured) -> JsonValue {
         let mut user = request.user_text();
-        if rung == Structured::Prompt {
-            user.push_str(&format!(
-                "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
-                request.schema
-            ));
-        }
+        let schema = match rung {
+            Structured::Prompt => {
+                user.push_str(&format!(
+                    "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+                    target::for_prompt(&request.schema)
+                ));
+                JsonValue::Null
+            }
+            Structured::Tools => {
+                // A tool's parameters must be an object: a `select` keeps its wrapper.
+                let emitted = target::emit(&request.schema, self.config.target).schema;
+                if emitted.get("type").is_some() {
+                    emitted
+                } else {
+                    target::emit(&request.schema, Target::OpenAi).schema
+                }
+            }
+            _ => target::emit(&request.schema, self.config.target).schema,
+        };
         let mut messages = vec![
             json!({ "role": "system", "content": &*request.system }),
             json!({ "role": "user", "content": user }),
@@ -183,14 +204,13 @@ impl OpenAiProvider {
                     "type": "json_schema",
                     "json_schema": {
                         "name": request.schema_name,
-                        "schema": &*request.schema,
+                        "schema": schema,
                         "strict": self.config.strict,
                     },
                 });
             }
             Structured::JsonObject => {
-                body["response_format"] =
-                    json!({ "type": "json_object", "schema": &*request.schema });
+                body["response_format"] = json!({ "type": "json_object", "schema": schema });
             }
             Structured::Tools => {
                 body["tools"] = json!([{
@@ -198,7 +218,7 @@ impl OpenAiProvider {
                     "function": {
                         "name": request.schema_name,
                         "description": "Give the answer.",
-                        "parameters": &*request.schema,
+                        "parameters": schema,
                     },
                 }]);
                 body["tool_choice"] =
@@ -214,7 +234,9 @@ impl OpenAiProvider {
                 body["seed"] = json!(seed);
             }
         }
-        if let Some(m) = self.config.max_tokens {
+        if let Some(m) = self.config.max_tokens.or_else(|| {
+            (!self.config.base_url.contains("api.openai.com")).then_some(request.max_tokens)
+        }) {
             body["max_tokens"] = json!(m);
         }
         if self.config.stream {

@@ -63,9 +63,23 @@ fn response_from_json(j: &JsonValue) -> Option<LlmResponse> {
     })
 }
 
-/// The key a request is found by: its canonical JSON.
+/// The key a request is found by: its canonical JSON without the schema. The schema
+/// follows from the call site's type, and its wording may change between versions of
+/// sap (a keyword added where targets enforce it); a transcript stays valid across such
+/// changes, and an answer that no longer fits its type fails validation like any other.
 fn key(request: &LlmRequest) -> String {
-    request.to_json().to_string()
+    key_of(&request.to_json())
+}
+
+fn key_of(request: &JsonValue) -> String {
+    match request {
+        JsonValue::Object(map) if map.contains_key("schema") => {
+            let mut map = map.clone();
+            map.shift_remove("schema");
+            JsonValue::Object(map).to_string()
+        }
+        other => other.to_string(),
+    }
 }
 
 pub struct ReplayProvider {
@@ -100,7 +114,7 @@ impl ReplayProvider {
                 ));
             };
             answers
-                .entry(request.to_string())
+                .entry(key_of(request))
                 .or_default()
                 .push_back(response);
         }

@@ -5,6 +5,13 @@
 //!
 //! `Json` values travel as a string holding JSON text: strict mode cannot describe "any
 //! value", and a string can hold one.
+//!
+//! This portable schema is what the runtime validates answers against and what
+//! transcripts record. What goes on the wire is [`target::emit`]'s rewrite of it for the
+//! server's dialect, which keeps only the keywords that target enforces; and
+//! [`output_budget`] derives from it how many tokens an answer may take.
+
+pub mod target;
 
 use serde_json::{Map, Value as JsonValue, json};
 
@@ -25,7 +32,10 @@ fn with_description(mut schema: JsonValue, doc: Option<&str>) -> JsonValue {
 
 fn schema_in(ty: &TypeDesc, visiting: &mut Vec<String>) -> JsonValue {
     match ty {
-        TypeDesc::I32 | TypeDesc::I64 => json!({ "type": "integer" }),
+        TypeDesc::I32 => {
+            json!({ "type": "integer", "minimum": i32::MIN, "maximum": i32::MAX })
+        }
+        TypeDesc::I64 => json!({ "type": "integer" }),
         TypeDesc::F64 => json!({ "type": "number" }),
         TypeDesc::Bool => json!({ "type": "boolean" }),
         TypeDesc::String => json!({ "type": "string" }),
@@ -124,12 +134,15 @@ pub fn arguments_schema(params: &[ParamDesc]) -> JsonValue {
     )
 }
 
+/// The longest reason a decision may give, in characters (where the target enforces it).
+pub const REASON_LENGTH: u32 = 200;
+
 /// The schema for a Boolean decision: a short reason first, then the answer.
 pub fn decision_schema() -> JsonValue {
     object(vec![
         (
             "reason".to_owned(),
-            json!({ "type": "string", "description": "one short sentence" }),
+            json!({ "type": "string", "description": "one short sentence", "maxLength": REASON_LENGTH }),
         ),
         ("answer".to_owned(), json!({ "type": "boolean" })),
     ])
@@ -170,4 +183,75 @@ pub fn choice_schema(arms: &[ArmDesc]) -> JsonValue {
         })
         .collect();
     object(vec![("choice".to_owned(), json!({ "anyOf": branches }))])
+}
+
+/// Output tokens an answer to `schema` may take, sent as the request's `max_tokens`: a
+/// model that repeats itself is cut off after about what the type can hold, and the cut
+/// answer is closed into a value or re-asked, instead of running to the server's limit.
+/// Generous for every answer a model means to give: a string may take 1,024 tokens, a
+/// list 16 elements' worth, a choice its largest clause; the total is kept between 256
+/// and 8,192.
+pub fn output_budget(schema: &JsonValue) -> u32 {
+    (budget_in(schema, 0) + 16).clamp(256, 8192) as u32
+}
+
+fn budget_in(schema: &JsonValue, depth: usize) -> u64 {
+    const STRING: u64 = 1024;
+    if depth > 16 {
+        return 0;
+    }
+    let Some(map) = schema.as_object() else {
+        return 0;
+    };
+    let branches = ["anyOf", "oneOf"]
+        .iter()
+        .filter_map(|k| map.get(*k)?.as_array())
+        .flatten()
+        .map(|b| budget_in(b, depth + 1))
+        .max();
+    if let Some(b) = branches {
+        return b;
+    }
+    if let Some(values) = map.get("enum").and_then(JsonValue::as_array) {
+        let longest = values
+            .iter()
+            .map(|v| v.to_string().len())
+            .max()
+            .unwrap_or(0);
+        return 4 + longest as u64 / 2;
+    }
+    let ty = match map.get("type") {
+        Some(JsonValue::String(t)) => t.as_str(),
+        // `["string", "null"]`: the first non-null type.
+        Some(JsonValue::Array(ts)) => ts
+            .iter()
+            .filter_map(JsonValue::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
+        _ => "",
+    };
+    match ty {
+        "string" => match map.get("maxLength").and_then(JsonValue::as_u64) {
+            Some(chars) => 4 + chars / 2,
+            None => STRING,
+        },
+        "integer" | "number" | "boolean" | "null" => 12,
+        "array" => {
+            let items = map.get("items").map_or(STRING, |i| budget_in(i, depth + 1));
+            let count = map
+                .get("maxItems")
+                .and_then(JsonValue::as_u64)
+                .unwrap_or(16);
+            4 + count.min(16) * (items + 2)
+        }
+        "object" => match map.get("properties").and_then(JsonValue::as_object) {
+            Some(properties) => properties
+                .iter()
+                .map(|(k, v)| 4 + k.len() as u64 / 3 + budget_in(v, depth + 1))
+                .sum(),
+            // An object described by name only (recursive data): room for a few levels.
+            None => 4 * STRING,
+        },
+        _ => STRING,
+    }
 }
