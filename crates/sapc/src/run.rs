@@ -15,6 +15,7 @@ use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, S
 use runtime::http::HttpConfig;
 use runtime::llm::Provider;
 use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
+use runtime::provider::gemini::{GeminiConfig, GeminiProvider};
 use runtime::provider::interactive::InteractiveProvider;
 use runtime::provider::openai::{OpenAiConfig, OpenAiProvider, Structured};
 use runtime::provider::replay::{RecordingProvider, ReplayProvider};
@@ -32,7 +33,7 @@ pub struct RunArgs {
     pub file: PathBuf,
     /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
     /// `lmstudio` (OpenAI-compatible at their usual local address), `anthropic`,
-    /// `replay` or `interactive`.
+    /// `gemini`, `replay` or `interactive`.
     #[arg(long)]
     pub provider: Option<String>,
     /// How to ask an OpenAI-compatible server for the answer's shape: `json_schema`,
@@ -43,8 +44,8 @@ pub struct RunArgs {
     /// The model name sent to the provider.
     #[arg(long)]
     pub model: Option<String>,
-    /// The provider's base URL (default: `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`, else
-    /// the vendor's API).
+    /// The provider's base URL (default: `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL` /
+    /// `GEMINI_BASE_URL`, else the vendor's API).
     #[arg(long)]
     pub base_url: Option<String>,
     /// Answer from this transcript, with no network.
@@ -145,7 +146,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         (None, Some(_)) => "replay".to_owned(),
         (None, None) if transcript_beside(&args.file).is_file() => "replay".to_owned(),
         (None, None) => config.provider.kind.clone().ok_or_else(|| {
-            "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
+            "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--provider gemini`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
         })?,
     };
     let mut http = HttpConfig::default();
@@ -215,16 +216,27 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             c.http = http;
             Arc::new(AnthropicProvider::new(c).map_err(|e| e.to_string())?)
         }
+        "gemini" => {
+            let mut c = GeminiConfig::from_env(model.as_deref().unwrap_or("gemini-2.5-flash"));
+            c.temperature = config.provider.temperature;
+            c.seed = config.provider.seed;
+            c.max_tokens = config.provider.max_output_tokens;
+            if let Some(url) = base_url {
+                c.base_url = url;
+            }
+            c.http = http;
+            Arc::new(GeminiProvider::new(c).map_err(|e| e.to_string())?)
+        }
         "interactive" => Arc::new(InteractiveProvider::stdio()),
         other => {
             return Err(format!(
-                "unknown provider `{other}`: use openai, ollama, llamacpp, vllm, lmstudio, anthropic, replay or interactive"
+                "unknown provider `{other}`: use openai, ollama, llamacpp, vllm, lmstudio, anthropic, gemini, replay or interactive"
             ));
         }
     };
     match &args.record {
         Some(path) => {
-            let secrets = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+            let secrets = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]
                 .iter()
                 .filter_map(|k| std::env::var(k).ok())
                 .collect();
