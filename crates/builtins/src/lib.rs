@@ -66,6 +66,11 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Whether only the compiler calls it (lowering emits it; no program can name it).
+    pub fn is_internal(&self) -> bool {
+        self.name.starts_with("sap::")
+    }
+
     /// Every form, the main one first.
     pub fn forms(&self) -> impl Iterator<Item = &Form> {
         std::iter::once(&self.main).chain(self.also)
@@ -167,6 +172,9 @@ builtins! {
     Truncate "truncate"(text: STR, max: I64) -> STR;
     /// Adds an event to the run's trace.
     Trace "trace"(event: STR, data: Json) -> Unit;
+    /// Counts one more iteration of a `while` whose condition the model decides: more
+    /// than the run's limit for such loops is an error at the loop.
+    ModelLoop "sap::model_loop"(iteration: I64) -> Unit;
     /// Milliseconds since the program started.
     ClockMs "clock_ms"() -> I64;
     /// A JSON number as an integer.
@@ -222,16 +230,21 @@ impl Builtin {
 }
 
 /// The callable builtin of that name (`None` is a value, found by the checker itself).
+/// The compiler's own builtins (named `sap::…`, which no program can spell) are not
+/// found.
 pub fn lookup(name: &str) -> Option<Builtin> {
     TABLE
         .iter()
-        .find(|e| e.callable && e.name == name)
+        .find(|e| e.callable && !e.is_internal() && e.name == name)
         .map(|e| e.builtin)
 }
 
-/// The names of the callable builtins, in table order.
+/// The names of the callable builtins a program can call, in table order.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    TABLE.iter().filter(|e| e.callable).map(|e| e.name)
+    TABLE
+        .iter()
+        .filter(|e| e.callable && !e.is_internal())
+        .map(|e| e.name)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! recorded answer must be used. A fixture without `NAME.out` fails.
 //!
 //! Directives, as `//@ key: value` lines at the top of a fixture:
-//! - `max-depth`, `max-loop-iterations`, `concurrency`: the run's limits;
+//! - `max-depth`, `max-loop-iterations`, `max-model-iterations`, `concurrency`: the run's limits;
 //! - `together: SCHEMA N`: the first `N` model calls asking for `SCHEMA` are held until
 //!   all `N` are in flight at once, which proves they run concurrently (a run where they
 //!   never meet fails after ten seconds instead of hanging).
@@ -60,6 +60,7 @@ impl Fixture {
             match key.trim() {
                 "max-depth" => limits.max_depth = number() as u32,
                 "max-loop-iterations" => limits.max_loop_iterations = number(),
+                "max-model-iterations" => limits.max_model_iterations = number(),
                 "concurrency" => limits.concurrency = number() as usize,
                 "together" => {
                     let (schema, n) = value

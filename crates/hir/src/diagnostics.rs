@@ -704,7 +704,7 @@ pub fn unused_context<'db>(base: Item<'db>, span: Span, name: &str) -> HirDiagno
 
 pub fn unbounded_while<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
     warning(base, UNBOUNDED_WHILE, span, "this loop runs for as long as the model says so".to_owned(), "the model decides this condition")
-        .with_help("bound it, e.g. `while steps < 10 && keep_going(ctx)`, or `break` after a limit; the run's loop budget stops it otherwise")
+        .with_help("bound it, e.g. `while steps < 10 && keep_going(ctx)`, or `break` after a limit; otherwise the run stops it after `--max-model-iterations` (100) iterations")
 }
 
 pub fn duplicate_injection<'db>(base: Item<'db>, span: Span, first: Span) -> HirDiagnostic<'db> {

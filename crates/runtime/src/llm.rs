@@ -43,6 +43,27 @@ impl LlmRequest {
         }
     }
 
+    /// The sampling seed of this request under `base`: derived from the call's place in
+    /// the program's order and the number of corrections so far, so a run is the same
+    /// every time while two calls with the same prompt at different places (a loop the
+    /// model decides, a re-ask) are still sampled apart. Within 31 bits, which every
+    /// server takes.
+    pub fn seed(&self, base: u64) -> u64 {
+        const PRIME: u64 = 0x0100_0000_01b3;
+        let mut h = 0xcbf2_9ce4_8422_2325 ^ base;
+        let words = self
+            .order
+            .iter()
+            .copied()
+            .chain([u32::MAX, self.corrections.len() as u32]);
+        for word in words {
+            for byte in word.to_le_bytes() {
+                h = (h ^ u64::from(byte)).wrapping_mul(PRIME);
+            }
+        }
+        (h ^ (h >> 31)) & 0x7fff_ffff
+    }
+
     /// The request as data, for transcripts and traces. Equal requests have equal JSON.
     pub fn to_json(&self) -> JsonValue {
         let corrections: Vec<JsonValue> = self
@@ -171,4 +192,39 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(order: Vec<u32>, corrections: usize) -> LlmRequest {
+        LlmRequest {
+            system: "s".into(),
+            context: String::new(),
+            instruction: "i".into(),
+            schema_name: "x".into(),
+            schema: Arc::new(json!({})),
+            corrections: vec![
+                Correction {
+                    answer: String::new(),
+                    message: String::new(),
+                };
+                corrections
+            ],
+            max_tokens: 256,
+            order,
+        }
+    }
+
+    #[test]
+    fn seeds_follow_the_place_in_the_program_and_the_base() {
+        let a = at(vec![3], 0).seed(0);
+        assert_eq!(a, at(vec![3], 0).seed(0), "the same call, the same seed");
+        assert_ne!(a, at(vec![4], 0).seed(0), "the next call");
+        assert_ne!(a, at(vec![3], 1).seed(0), "a re-ask");
+        assert_ne!(a, at(vec![3, 0], 0).seed(0), "inside a fan-out");
+        assert_ne!(a, at(vec![3], 0).seed(1), "another base");
+        assert!(a < 1 << 31);
+    }
 }

@@ -229,6 +229,6 @@ async fn sampling_a_model_refuses_is_left_out() {
         3,
         "one refusal, then two requests without sampling"
     );
-    assert_eq!(bodies[0]["seed"], 1);
+    assert!(bodies[0]["seed"].is_u64());
     assert!(bodies[1].get("temperature").is_none() && bodies[2].get("seed").is_none());
 }

@@ -71,6 +71,9 @@ pub struct RunArgs {
     pub max_depth: Option<u32>,
     #[arg(long)]
     pub max_iterations: Option<u64>,
+    /// Iterations of one run of a `while` whose condition the model decides [default: 100].
+    #[arg(long, value_name = "N")]
+    pub max_model_iterations: Option<u64>,
     /// LLM calls and `parallel for` iterations in flight at once.
     #[arg(long)]
     pub concurrency: Option<usize>,
@@ -103,8 +106,10 @@ struct ProviderConfig {
     timeout_seconds: Option<f64>,
     max_retries: Option<u32>,
     structured: Option<String>,
-    /// Sampling; by default the server's (see docs/PROVIDERS.md for why not greedy yet).
+    /// The temperature; by default the server's (see docs/PROVIDERS.md for why not 0).
     temperature: Option<f64>,
+    /// The base of every request's seed (default 0): each call's seed follows from it and
+    /// the call's place in the program, so a run repeats.
     seed: Option<u64>,
     /// The output limit of every answer (default: derived from each answer's type, for
     /// servers other than OpenAI's own).
@@ -119,6 +124,7 @@ struct BudgetConfig {
     max_time_seconds: Option<f64>,
     max_depth: Option<u32>,
     max_iterations: Option<u64>,
+    max_model_iterations: Option<u64>,
 }
 
 fn load_config(program: &Path) -> Result<Config, String> {
@@ -193,7 +199,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
                 })?);
             }
             c.temperature = config.provider.temperature;
-            c.seed = config.provider.seed;
+            c.seed = config.provider.seed.or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
             c.target = match kind.as_str() {
                 "llamacpp" => Target::LlamaCpp,
@@ -219,7 +225,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         "gemini" => {
             let mut c = GeminiConfig::from_env(model.as_deref().unwrap_or("gemini-2.5-flash"));
             c.temperature = config.provider.temperature;
-            c.seed = config.provider.seed;
+            c.seed = config.provider.seed.or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
             if let Some(url) = base_url {
                 c.base_url = url;
@@ -341,6 +347,10 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .max_iterations
             .or(config.budgets.max_iterations)
             .unwrap_or(Limits::default().max_loop_iterations),
+        max_model_iterations: args
+            .max_model_iterations
+            .or(config.budgets.max_model_iterations)
+            .unwrap_or(Limits::default().max_model_iterations),
         concurrency: args
             .concurrency
             .or(config.provider.concurrency)

@@ -30,6 +30,8 @@ pub struct Limits {
     pub max_depth: u32,
     /// Loop iterations over the whole run (`while` and `for`).
     pub max_loop_iterations: u64,
+    /// Iterations of any one run of a `while` whose condition the model decides.
+    pub max_model_iterations: u64,
     /// `parallel for` iterations in flight at once.
     pub concurrency: usize,
 }
@@ -39,6 +41,7 @@ impl Default for Limits {
         Limits {
             max_depth: 10_000,
             max_loop_iterations: 1_000_000_000,
+            max_model_iterations: 100,
             concurrency: 16,
         }
     }

@@ -383,6 +383,16 @@ impl Host {
                 }
                 Ok(Value::Unit)
             }
+            (Builtin::ModelLoop, [Value::Int(n)]) => {
+                let limit = self.limits.max_model_iterations;
+                if u64::try_from(*n).unwrap_or(0) > limit {
+                    Err(err(format!(
+                        "the model decided to go on with this loop {limit} times, the limit for a `while` the model decides (bound the loop in the program, or raise the limit with `--max-model-iterations` or `max_model_iterations` in sap.toml)"
+                    )))
+                } else {
+                    Ok(Value::Unit)
+                }
+            }
             (Builtin::ClockMs, []) => Ok(Value::Int(self.started.elapsed().as_millis() as i64)),
             (Builtin::JsonInt, [Value::Json(j)]) => match j.as_i64() {
                 Some(n) => Ok(Value::Int(n)),

@@ -22,7 +22,7 @@ use syntax::ast::{self, Expr, ExprKind, StmtKind};
 
 use crate::Db;
 pub use crate::body::Callee;
-use crate::body::{ExprMap, LocalData, LocalId, Resolution};
+use crate::body::{ExprId, ExprMap, LocalData, LocalId, Resolution};
 use crate::defs::fn_signature;
 use crate::diagnostics::{self as diag, HirDiagnostic};
 use crate::items::Item;
@@ -77,6 +77,9 @@ pub struct BodyResult<'db> {
     /// the order they were declared: its body is given their values.
     pub captures: ExprMap<Vec<LocalId>>,
     pub facts: BodyFacts<'db>,
+    /// The conditions of the `while` loops the model decides and nothing else bounds
+    /// (W0102): lowering counts their iterations against the run's limit for them.
+    pub model_loops: Vec<ExprId>,
     /// The body can end without a value, so the model produces the result.
     pub is_llm_function: bool,
     /// Every resolved name, in source order.
@@ -116,6 +119,7 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
         assigned: ExprMap::default(),
         shorthands: ExprMap::default(),
         captures: ExprMap::default(),
+        model_loops: Vec::new(),
         diagnostics: Vec::new(),
         facts: BodyFacts::default(),
         llm_bool_calls: 0,
@@ -188,6 +192,7 @@ struct Checker<'a, 'db> {
     assigned: ExprMap<LocalId>,
     shorthands: ExprMap<Vec<(u32, Resolution<'db>)>>,
     captures: ExprMap<Vec<LocalId>>,
+    model_loops: Vec<ExprId>,
     diagnostics: Vec<HirDiagnostic<'db>>,
     facts: BodyFacts<'db>,
     /// Calls to Boolean functions that take a context: conditions the model decides.
@@ -272,6 +277,7 @@ impl<'a, 'db> Checker<'a, 'db> {
             assigned: self.assigned,
             shorthands: self.shorthands,
             captures: self.captures,
+            model_loops: self.model_loops,
             facts: self.facts,
             is_llm_function,
             references: self.references,

@@ -173,6 +173,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                 if llm_decided && !exits && !has_deterministic_bound(cond) {
                     self.diagnostics
                         .push(diag::unbounded_while(self.item, cond.span));
+                    self.model_loops.push(cond.id);
                 }
                 Ty::Unit
             }

@@ -132,14 +132,34 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.terminate(term);
             }
             StmtKind::While { cond, body } => {
+                let before = self.block;
                 let head = self.new_block();
                 let body_block = self.new_block();
                 let exit = self.new_block();
                 self.terminate(Terminator::Jump(head));
                 self.switch_to(head);
                 let c = self.expr(cond);
+                let model_decided = self.body.model_loops.contains(&cond.id);
                 self.terminate(Terminator::Branch(c, body_block, exit));
+                // A loop the model decides, and nothing else bounds, counts its
+                // iterations against the run's limit for such loops, from zero each time
+                // the loop starts.
+                let counter = model_decided.then(|| {
+                    let counter = self.new_local("model loop iterations", Type::I64);
+                    self.switch_to(before);
+                    let zero = self.emit(Op::Const(Const::Int(0)), Type::I64, None);
+                    self.emit_void(Op::Store(counter, zero), None);
+                    counter
+                });
                 self.switch_to(body_block);
+                if let Some(counter) = counter {
+                    let at = Some(self.src(cond.span));
+                    let n = self.emit(Op::Load(counter), Type::I64, None);
+                    let one = self.emit(Op::Const(Const::Int(1)), Type::I64, None);
+                    let n = self.emit(Op::Binary(BinOp::Add, Type::I64, n, one), Type::I64, at);
+                    self.emit_void(Op::Store(counter, n), None);
+                    self.emit_void(Op::CallBuiltin(Builtin::ModelLoop, vec![n]), at);
+                }
                 let saved = self.enter_iteration();
                 self.loops.push(LoopTarget {
                     continue_to: head,

@@ -21,6 +21,7 @@ pub struct GeminiConfig {
     /// `gemini-2.5-flash`, or `models/gemini-2.5-flash`.
     pub model: String,
     pub temperature: Option<f64>,
+    /// The base of every request's seed ([`LlmRequest::seed`]); `None` sends none.
     pub seed: Option<u64>,
     /// `maxOutputTokens`; `None` leaves the model's own limit (thinking models spend
     /// output tokens on thought).
@@ -41,7 +42,7 @@ impl GeminiConfig {
                 .filter(|k| !k.is_empty()),
             model: model.to_owned(),
             temperature: None,
-            seed: None,
+            seed: Some(0),
             max_tokens: None,
             http: HttpConfig::default(),
         }
@@ -149,8 +150,8 @@ impl GeminiProvider {
         if let Some(t) = self.config.temperature {
             generation.insert("temperature".into(), json!(t));
         }
-        if let Some(seed) = self.config.seed {
-            generation.insert("seed".into(), json!(seed));
+        if let Some(base) = self.config.seed {
+            generation.insert("seed".into(), json!(request.seed(base)));
         }
         if let Some(m) = self.config.max_tokens {
             generation.insert("maxOutputTokens".into(), json!(m));
@@ -205,7 +206,7 @@ impl GeminiProvider {
             (t, s) => Some(
                 [
                     t.map(|t| format!("temperature {t}")),
-                    s.map(|s| format!("seed {s}")),
+                    s.map(|s| format!("seed {}", request.seed(s))),
                 ]
                 .into_iter()
                 .flatten()

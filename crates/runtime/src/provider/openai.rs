@@ -28,9 +28,10 @@ pub struct OpenAiConfig {
     /// do not know the flag ignore it.
     pub strict: bool,
     pub stream: bool,
-    /// Sampling: `None` leaves the server's default (`temperature` and `seed` in
-    /// `sap.toml` set them).
+    /// The temperature; `None` leaves the server's default.
     pub temperature: Option<f64>,
+    /// The base of every request's seed ([`LlmRequest::seed`]), so runs repeat; `None`
+    /// sends no seed.
     pub seed: Option<u64>,
     /// The output limit of every answer; `None` sends each request's budget derived from
     /// its type ([`LlmRequest::max_tokens`]), except to OpenAI's own API, whose
@@ -95,7 +96,7 @@ impl Structured {
 
 impl OpenAiConfig {
     /// A server at `base_url` (up to `/v1`), no API key, strict schemas, no streaming,
-    /// the server's own sampling defaults.
+    /// the server's temperature, seeds derived from base 0.
     pub fn new(base_url: impl Into<String>, model: &str) -> OpenAiConfig {
         OpenAiConfig {
             base_url: base_url.into(),
@@ -104,7 +105,7 @@ impl OpenAiConfig {
             strict: true,
             stream: false,
             temperature: None,
-            seed: None,
+            seed: Some(0),
             max_tokens: None,
             target: Target::OpenAi,
             http: HttpConfig::default(),
@@ -230,8 +231,8 @@ impl OpenAiProvider {
             if let Some(t) = self.config.temperature {
                 body["temperature"] = json!(t);
             }
-            if let Some(seed) = self.config.seed {
-                body["seed"] = json!(seed);
+            if let Some(base) = self.config.seed {
+                body["seed"] = json!(request.seed(base));
             }
         }
         if let Some(m) = self.config.max_tokens.or_else(|| {
@@ -293,7 +294,7 @@ impl OpenAiProvider {
             && !self.server_sampling.load(Ordering::Relaxed)
     }
 
-    fn sampling(&self) -> Option<String> {
+    fn sampling(&self, request: &LlmRequest) -> Option<String> {
         if !self.sends_sampling() {
             return None;
         }
@@ -301,8 +302,8 @@ impl OpenAiProvider {
         if let Some(t) = self.config.temperature {
             parts.push(format!("temperature {t}"));
         }
-        if let Some(seed) = self.config.seed {
-            parts.push(format!("seed {seed}"));
+        if let Some(base) = self.config.seed {
+            parts.push(format!("seed {}", request.seed(base)));
         }
         Some(parts.join(", "))
     }
@@ -360,7 +361,7 @@ impl OpenAiProvider {
         };
         response.retries = retries;
         response.structured = Some(rung.name());
-        response.sampling = self.sampling();
+        response.sampling = self.sampling(request);
         Ok(response)
     }
 }
