@@ -652,9 +652,14 @@ fn a_server_without_json_schema_gets_the_next_rung() {
     // to json_object.
     assert_eq!(server.requests().len(), 3);
     assert!(dir.join("cache/structured-output.json").is_file());
-    // The server's own sampling unless sap.toml sets it.
-    let body = server.requests()[1].json();
-    assert!(body.get("temperature").is_none() && body.get("seed").is_none());
+    // The server's temperature unless sap.toml sets it, and a seed per call so the run
+    // repeats: the two calls get different ones.
+    let bodies: Vec<_> = server.requests().iter().map(|r| r.json()).collect();
+    assert!(bodies[1].get("temperature").is_none());
+    assert!(bodies[1]["seed"].is_u64() && bodies[2]["seed"].is_u64());
+    assert_ne!(bodies[1]["seed"], bodies[2]["seed"]);
+    // An output budget derived from the type: an integer needs few tokens.
+    assert_eq!(bodies[1]["max_tokens"], 256);
 
     let out = run(&["--structured", "sideways"]);
     assert_eq!(out.status.code(), Some(2));
