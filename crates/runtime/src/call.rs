@@ -629,7 +629,7 @@ impl Runtime {
                     last_answer = Some(raw.clone());
                     self.meter.count_reask();
                     request.corrections.push(Correction {
-                        answer: raw,
+                        answer: echoed(&raw),
                         message: "Your answer was cut off at the output limit. Answer again, briefly, with JSON that matches the schema.".to_owned(),
                     });
                 }
@@ -648,7 +648,7 @@ impl Runtime {
                     if attempt < self.config.max_reasks {
                         self.meter.count_reask();
                         request.corrections.push(Correction {
-                            answer: raw,
+                            answer: echoed(&raw),
                             message: format!(
                                 "Your answer does not match the schema: {reason}. Answer again with JSON that matches the schema."
                             ),
@@ -757,6 +757,16 @@ fn prefix(path: &str, e: DecodeError) -> String {
         format!("at `{path}`: {}", e.message)
     } else {
         format!("at `{path}.{}`: {}", e.path, e.message)
+    }
+}
+
+/// A wrong answer as it is sent back with its correction: a long one (a model that ran
+/// on) is cut, so the re-ask stays within the model's context window.
+fn echoed(raw: &str) -> String {
+    const MOST: usize = 1500;
+    match raw.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("{}…", &raw[..cut]),
+        None => raw.to_owned(),
     }
 }
 

@@ -607,3 +607,28 @@ async fn a_local_server_gets_the_output_budget_and_its_own_schema_dialect() {
     };
     assert!(budgeted.body(&request).get("max_tokens").is_none());
 }
+
+#[tokio::test]
+async fn a_long_wrong_answer_is_sent_back_cut() {
+    let server = MockServer::start(|_, i| {
+        Reply::json(completion(&if i == 0 {
+            "ha ".repeat(3000)
+        } else {
+            r#"{"value": 1}"#.to_owned()
+        }))
+    })
+    .await;
+    let value = runtime(openai(&server))
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::I64)
+        .await
+        .unwrap();
+    assert_eq!(value, Value::Int(1));
+    let second = server.requests()[1].json();
+    let echoed = second["messages"][2]["content"].as_str().unwrap();
+    assert_eq!(
+        echoed.chars().count(),
+        1501,
+        "1,500 characters and an ellipsis"
+    );
+    assert!(echoed.ends_with('…'));
+}

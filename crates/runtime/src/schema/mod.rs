@@ -189,13 +189,14 @@ pub fn choice_schema(arms: &[ArmDesc]) -> JsonValue {
 /// model that repeats itself is cut off after about what the type can hold, and the cut
 /// answer is closed into a value or re-asked, instead of running to the server's limit.
 /// Generous for every answer a model means to give: a string may take 1,024 tokens, a
-/// list 16 elements' worth, a choice its largest clause; the total is kept between 256
-/// and 8,192.
+/// list 16 elements' worth (a list inside a list, 4), a choice its largest clause; the
+/// total is kept between 256 and 4,096.
 pub fn output_budget(schema: &JsonValue) -> u32 {
-    (budget_in(schema, 0) + 16).clamp(256, 8192) as u32
+    (budget_in(schema, 0, 0) + 16).clamp(256, 4096) as u32
 }
 
-fn budget_in(schema: &JsonValue, depth: usize) -> u64 {
+/// `depth` bounds the walk; `lists` counts the lists the value is inside.
+fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
     const STRING: u64 = 1024;
     if depth > 16 {
         return 0;
@@ -207,7 +208,7 @@ fn budget_in(schema: &JsonValue, depth: usize) -> u64 {
         .iter()
         .filter_map(|k| map.get(*k)?.as_array())
         .flatten()
-        .map(|b| budget_in(b, depth + 1))
+        .map(|b| budget_in(b, depth + 1, lists))
         .max();
     if let Some(b) = branches {
         return b;
@@ -233,21 +234,26 @@ fn budget_in(schema: &JsonValue, depth: usize) -> u64 {
     match ty {
         "string" => match map.get("maxLength").and_then(JsonValue::as_u64) {
             Some(chars) => 4 + chars / 2,
+            // A text inside a list is one of many.
+            None if lists > 0 => STRING / 4,
             None => STRING,
         },
         "integer" | "number" | "boolean" | "null" => 12,
         "array" => {
-            let items = map.get("items").map_or(STRING, |i| budget_in(i, depth + 1));
+            let items = map
+                .get("items")
+                .map_or(STRING, |i| budget_in(i, depth + 1, lists + 1));
+            let most = if lists == 0 { 16 } else { 4 };
             let count = map
                 .get("maxItems")
                 .and_then(JsonValue::as_u64)
-                .unwrap_or(16);
-            4 + count.min(16) * (items + 2)
+                .unwrap_or(most);
+            4 + count.min(most) * (items + 2)
         }
         "object" => match map.get("properties").and_then(JsonValue::as_object) {
             Some(properties) => properties
                 .iter()
-                .map(|(k, v)| 4 + k.len() as u64 / 3 + budget_in(v, depth + 1))
+                .map(|(k, v)| 4 + k.len() as u64 / 3 + budget_in(v, depth + 1, lists))
                 .sum(),
             // An object described by name only (recursive data): room for a few levels.
             None => 4 * STRING,
