@@ -24,6 +24,7 @@ pub mod llm;
 pub mod order;
 pub mod provider;
 pub mod repair;
+pub mod runaway;
 pub mod schema;
 pub mod trace;
 pub mod types;

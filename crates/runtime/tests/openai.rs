@@ -632,3 +632,38 @@ async fn a_long_wrong_answer_is_sent_back_cut() {
     );
     assert!(echoed.ends_with('…'));
 }
+
+/// A streamed answer that repeats itself is stopped there, long before the server would
+/// stop it, and read as cut off: the repetition trimmed, the value closed.
+#[tokio::test]
+async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
+    let mut events = vec![
+        json!({ "choices": [{ "index": 0, "delta": { "content": "{\"value\": \"The sum is 1" } }] })
+            .to_string(),
+    ];
+    for _ in 0..5000 {
+        events
+            .push(json!({ "choices": [{ "index": 0, "delta": { "content": "+1" } }] }).to_string());
+    }
+    events.push("[DONE]".to_owned());
+    let server = MockServer::start(move |_, _| Reply::Events {
+        events: events.clone(),
+        delay: Duration::from_millis(2),
+    })
+    .await;
+    let provider = Arc::new(OpenAiProvider::new(openai_config(&server, true)).unwrap());
+    let started = Instant::now();
+    let value = runtime(provider)
+        .produce(&site("sum"), &Context::new(), "sum", &TypeDesc::String)
+        .await
+        .unwrap();
+    assert_eq!(value, Value::str("The sum is 1+"));
+    assert_eq!(server.requests().len(), 1);
+    // Read to the end, the 5,000 events would take ten seconds; the loop shows after
+    // about 300 of them.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -57,7 +57,8 @@ pub struct RunArgs {
     /// Write one JSON line per LLM call to this file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Stream answers (OpenAI-compatible servers).
+    /// Stream answers (OpenAI-compatible servers; the default for all but OpenAI's own
+    /// API, `stream = false` in sap.toml turns it off).
     #[arg(long)]
     pub stream: bool,
     #[arg(long)]
@@ -187,7 +188,13 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             if let Some(url) = base_url {
                 c.base_url = url;
             }
-            c.stream = args.stream || config.provider.stream.unwrap_or(false);
+            // Streamed by default (except from OpenAI's own API), so that an answer that
+            // repeats itself is stopped as soon as it does (`runtime::runaway`).
+            c.stream = args.stream
+                || config
+                    .provider
+                    .stream
+                    .unwrap_or(!c.base_url.contains("api.openai.com"));
             c.http = http;
             if let Some(rung) = args
                 .structured

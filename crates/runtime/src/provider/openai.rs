@@ -350,7 +350,14 @@ impl OpenAiProvider {
             .post_json(&url, &headers, &self.body_on(request, rung))
             .await?;
         let retries = answer.retries;
-        let mut response = if self.config.stream {
+        // A server that does not stream answers with one JSON body anyway.
+        let streamed = answer
+            .response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        let mut response = if self.config.stream && streamed {
             read_stream(answer.response).await?
         } else {
             let text = answer.response.text().await.map_err(body_error)?;
@@ -487,7 +494,8 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
     })
 }
 
-/// Reads `data: {chunk}` events until `data: [DONE]` or the end of the body.
+/// Reads `data: {chunk}` events until `data: [DONE]` or the end of the body, or until the
+/// answer repeats itself (see `runaway`), which is then read as cut off.
 async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, ProviderError> {
     let mut buffer: Vec<u8> = Vec::new();
     let mut text = String::new();
@@ -495,6 +503,7 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
     let mut reason: Option<String> = None;
     let mut usage = Usage::default();
     let mut done = false;
+    let mut checked = 0;
     while !done {
         let Some(chunk) = response.chunk().await.map_err(body_error)? else {
             break;
@@ -544,6 +553,23 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
             }
             if let Some(u) = event.get("usage").filter(|u| !u.is_null()) {
                 usage = usage_of(u);
+            }
+            // A model repeating itself is stopped now, not at the output limit:
+            // dropping the response closes the connection, which stops the server.
+            if text.len() >= checked + 256 {
+                checked = text.len();
+                if crate::runaway::repeats_itself(&text) {
+                    let kept = crate::runaway::trim(&text).len();
+                    text.truncate(kept);
+                    return Ok(LlmResponse {
+                        text,
+                        finish: Finish::Length,
+                        usage,
+                        retries: 0,
+                        structured: None,
+                        sampling: None,
+                    });
+                }
             }
         }
     }
