@@ -209,9 +209,8 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             c.seed = config.provider.seed.or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
             c.target = match kind.as_str() {
-                "llamacpp" => Target::LlamaCpp,
                 "ollama" => Target::Ollama,
-                _ => Target::OpenAi,
+                _ => Target::for_openai_compatible(&c.base_url),
             };
             c.rung_memory = Some(cache::dir().join("structured-output.json"));
             c.announce = true;

@@ -14,6 +14,11 @@
 //! | `ollama` | `format` (llama.cpp's converter) | as `llamacpp` |
 //! | `gemini` | `responseSchema` (an OpenAPI subset) | integer enums, `const`, recursion by `$ref` |
 //!
+//! For grammar-constrained targets (llama.cpp, Ollama, and any OpenAI-compatible server
+//! other than OpenAI's own) a list is capped at [`LIST_CAP`] elements ([`NESTED_LIST_CAP`]
+//! inside another list): a small model can keep adding elements until the output limit
+//! and never write the fields after the list.
+//!
 //! A `select` becomes what the target can constrain: for llama.cpp and Ollama a
 //! top-level `anyOf` of closed objects, each tagged with a `const` option number (the
 //! answer reader takes it with or without the `choice` wrapper); for Gemini, which
@@ -49,6 +54,11 @@ pub struct Emitted {
     pub gaps: Vec<Gap>,
 }
 
+/// The most elements a list may have where decoding follows a grammar (llama.cpp,
+/// Ollama), and a list inside a list.
+pub const LIST_CAP: u64 = 64;
+pub const NESTED_LIST_CAP: u64 = 16;
+
 const BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
 const LENGTHS: [&str; 2] = ["minLength", "maxLength"];
 const COUNTS: [&str; 2] = ["minItems", "maxItems"];
@@ -74,6 +84,18 @@ impl Target {
 
     pub fn parse(name: &str) -> Option<Target> {
         Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The dialect for an OpenAI-compatible server at `base_url`: OpenAI's own API takes
+    /// strict `json_schema`; every other server (vLLM, llama.cpp, llama-cpp-python, LM
+    /// Studio) compiles the schema to a grammar, and gets the `llamacpp` dialect, which
+    /// is plain JSON Schema.
+    pub fn for_openai_compatible(base_url: &str) -> Target {
+        if base_url.contains("api.openai.com") {
+            Target::OpenAi
+        } else {
+            Target::LlamaCpp
+        }
     }
 
     /// Whether the target enforces `keyword` on a value of JSON type `ty`.
@@ -252,6 +274,20 @@ fn rewrite(schema: &JsonValue, target: Target, path: &str, gaps: &mut Vec<Gap>) 
                     .unwrap_or("a recursive type")
             ),
         });
+    }
+    // Grammar-constrained decoding follows the schema token by token, and a small model
+    // can keep adding list elements until the output limit, never reaching the fields
+    // after the list: a cap makes it finish the answer.
+    if matches!(target, Target::LlamaCpp | Target::Ollama)
+        && ty == "array"
+        && !out.contains_key("maxItems")
+    {
+        let most = if path.contains("[]") {
+            NESTED_LIST_CAP
+        } else {
+            LIST_CAP
+        };
+        out.insert("maxItems".to_owned(), json!(most));
     }
     let mut out = JsonValue::Object(out);
     if target == Target::Gemini {
@@ -460,5 +496,32 @@ mod tests {
                 e.gaps
             );
         }
+    }
+
+    #[test]
+    fn grammar_targets_cap_lists() {
+        let nested = json!({"type": "object", "properties": {
+            "rows": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+        }});
+        let e = emit(&nested, Target::LlamaCpp);
+        assert_eq!(
+            e.schema.pointer("/properties/rows/maxItems"),
+            Some(&json!(LIST_CAP))
+        );
+        assert_eq!(
+            e.schema.pointer("/properties/rows/items/maxItems"),
+            Some(&json!(NESTED_LIST_CAP))
+        );
+        assert!(e.gaps.is_empty());
+        let e = emit(&nested, Target::OpenAi);
+        assert!(e.schema.pointer("/properties/rows/maxItems").is_none());
+        assert_eq!(
+            Target::for_openai_compatible("https://api.openai.com/v1"),
+            Target::OpenAi
+        );
+        assert_eq!(
+            Target::for_openai_compatible("http://127.0.0.1:8080/v1"),
+            Target::LlamaCpp
+        );
     }
 }
