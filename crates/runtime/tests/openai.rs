@@ -667,3 +667,29 @@ async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
         started.elapsed()
     );
 }
+
+/// A stream cut before the answer finished (neither a finish reason nor `[DONE]`) is a
+/// transport error that says what to do, not an empty answer re-asked.
+#[tokio::test]
+async fn a_cut_stream_is_an_error_not_an_empty_answer() {
+    let events =
+        vec![json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] }).to_string()];
+    let server = MockServer::start(move |_, _| Reply::Events {
+        events: events.clone(),
+        delay: Duration::ZERO,
+    })
+    .await;
+    let provider = Arc::new(OpenAiProvider::new(openai_config(&server, true)).unwrap());
+    let err = runtime(provider)
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::String)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Provider);
+    assert!(
+        err.message.contains("ended the answer's stream"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("stream = false"), "{}", err.message);
+    assert_eq!(server.requests().len(), 1);
+}

@@ -57,8 +57,8 @@ pub struct RunArgs {
     /// Write one JSON line per LLM call to this file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Stream answers (OpenAI-compatible servers; the default for all but OpenAI's own
-    /// API, `stream = false` in sap.toml turns it off).
+    /// Stream answers (OpenAI-compatible servers; the default for the local presets,
+    /// `stream = false` in sap.toml turns it off).
     #[arg(long)]
     pub stream: bool,
     #[arg(long)]
@@ -188,13 +188,15 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             if let Some(url) = base_url {
                 c.base_url = url;
             }
-            // Streamed by default (except from OpenAI's own API), so that an answer that
-            // repeats itself is stopped as soon as it does (`runtime::runaway`).
+            // The local presets stream by default, so that an answer that repeats itself
+            // is stopped as soon as it does (`runtime::runaway`); a server only known as
+            // OpenAI-compatible does not (llama-cpp-python's cuts a stream when another
+            // request arrives).
             c.stream = args.stream
                 || config
                     .provider
                     .stream
-                    .unwrap_or(!c.base_url.contains("api.openai.com"));
+                    .unwrap_or(local_server(&kind).is_some());
             c.http = http;
             if let Some(rung) = args
                 .structured
@@ -208,9 +210,12 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             c.temperature = config.provider.temperature;
             c.seed = config.provider.seed.or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
+            // A server only known as OpenAI-compatible gets the strict dialect, which
+            // every such server takes; the presets name what the server is.
             c.target = match kind.as_str() {
+                "llamacpp" => Target::LlamaCpp,
                 "ollama" => Target::Ollama,
-                _ => Target::for_openai_compatible(&c.base_url),
+                _ => Target::OpenAi,
             };
             c.rung_memory = Some(cache::dir().join("structured-output.json"));
             c.announce = true;

@@ -666,3 +666,56 @@ fn a_server_without_json_schema_gets_the_next_rung() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown structured output"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--provider gemini` against a server speaking `generateContent`: the key from
+/// `GEMINI_API_KEY`, the address from `GEMINI_BASE_URL`, the model from `--model`, and a
+/// `select` answered by function calling.
+#[test]
+fn gemini_runs_a_program_with_a_select() {
+    let dir = std::env::temp_dir().join(format!("sapc-gemini-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pick.sap");
+    std::fs::write(
+        &file,
+        "fn double(x: i64) -> i64 { return x * 2 }\nfn negate(x: i64) -> i64 { return 0 - x }\n\
+         fn main(ctx: Context) -> () {\n    \"Make 21 into 42.\"!\n    let r = select {\n        double(_) as d => d,\n        negate(_) as n => n,\n    }\n    print(to_string(r))\n}\n",
+    )
+    .unwrap();
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let server = tokio.block_on(MockServer::start(|request, _| {
+        if request.header("x-goog-api-key") != Some("g-test") {
+            return Reply::status(403, r#"{"error": {"message": "no key"}}"#);
+        }
+        Reply::json(json!({
+            "candidates": [{ "content": { "role": "model", "parts": [{ "functionCall": { "name": "double", "args": { "x": 21 } } }] }, "finishReason": "STOP" }],
+            "usageMetadata": { "promptTokenCount": 40, "candidatesTokenCount": 6 },
+        }))
+    }));
+    let out = Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--provider",
+            "gemini",
+            "--model",
+            "gemini-test",
+        ])
+        .env("GEMINI_API_KEY", "g-test")
+        .env("GEMINI_BASE_URL", format!("{}/v1beta", server.url()))
+        .env("SAP_CACHE_DIR", dir.join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "42\n", "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].path,
+        "/v1beta/models/gemini-test:generateContent"
+    );
+    let body = requests[0].json();
+    let names = &body["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"];
+    assert_eq!(names, &json!(["double", "negate"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -559,6 +559,9 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
             if text.len() >= checked + 256 {
                 checked = text.len();
                 if crate::runaway::repeats_itself(&text) {
+                    // The usage comes in the last event, which never comes: the output
+                    // is counted at about four characters a token, so budgets still see it.
+                    usage.output = usage.output.max(text.len() as u64 / 4);
                     let kept = crate::runaway::trim(&text).len();
                     text.truncate(kept);
                     return Ok(LlmResponse {
@@ -572,6 +575,17 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
                 }
             }
         }
+    }
+    if !done && reason.is_none() {
+        // Neither `[DONE]` nor a finish reason: the server cut the stream (llama-cpp-python's
+        // server does so to a stream when another request arrives).
+        return Err(ProviderError::Transport {
+            message: format!(
+                "the server ended the answer's stream before it was finished, after {} characters (a server that serves one request at a time may cut a stream when another arrives: set `stream = false` in sap.toml, or `--concurrency 1`)",
+                text.chars().count()
+            ),
+            retries: 0,
+        });
     }
     let finish = finish_of(reason.as_deref(), Some(refusal));
     Ok(LlmResponse {

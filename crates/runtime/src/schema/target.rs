@@ -14,8 +14,7 @@
 //! | `ollama` | `format` (llama.cpp's converter) | as `llamacpp` |
 //! | `gemini` | `responseSchema` (an OpenAPI subset) | integer enums, `const`, recursion by `$ref` |
 //!
-//! For grammar-constrained targets (llama.cpp, Ollama, and any OpenAI-compatible server
-//! other than OpenAI's own) a list is capped at [`LIST_CAP`] elements ([`NESTED_LIST_CAP`]
+//! For grammar-constrained targets (llama.cpp, Ollama) a list is capped at [`LIST_CAP`] elements ([`NESTED_LIST_CAP`]
 //! inside another list): a small model can keep adding elements until the output limit
 //! and never write the fields after the list.
 //!
@@ -84,18 +83,6 @@ impl Target {
 
     pub fn parse(name: &str) -> Option<Target> {
         Target::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    /// The dialect for an OpenAI-compatible server at `base_url`: OpenAI's own API takes
-    /// strict `json_schema`; every other server (vLLM, llama.cpp, llama-cpp-python, LM
-    /// Studio) compiles the schema to a grammar, and gets the `llamacpp` dialect, which
-    /// is plain JSON Schema.
-    pub fn for_openai_compatible(base_url: &str) -> Target {
-        if base_url.contains("api.openai.com") {
-            Target::OpenAi
-        } else {
-            Target::LlamaCpp
-        }
     }
 
     /// Whether the target enforces `keyword` on a value of JSON type `ty`.
@@ -515,13 +502,5 @@ mod tests {
         assert!(e.gaps.is_empty());
         let e = emit(&nested, Target::OpenAi);
         assert!(e.schema.pointer("/properties/rows/maxItems").is_none());
-        assert_eq!(
-            Target::for_openai_compatible("https://api.openai.com/v1"),
-            Target::OpenAi
-        );
-        assert_eq!(
-            Target::for_openai_compatible("http://127.0.0.1:8080/v1"),
-            Target::LlamaCpp
-        );
     }
 }
