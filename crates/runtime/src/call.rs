@@ -496,6 +496,13 @@ impl Runtime {
         };
         let validator = self.validator(&shape.schema)?;
         if let Some(error) = validator.iter_errors(&json).next() {
+            // "not valid under any of the schemas listed in 'anyOf'" says nothing a model
+            // can act on: for a `select`, what is wrong with the clause it chose.
+            if shape.kind == CallKind::Choose
+                && let Some(precise) = self.choice_error(&json, shape)
+            {
+                return Err(precise);
+            }
             let at = error.instance_path().to_string();
             return Err(if at.is_empty() {
                 format!("{error}")
@@ -534,6 +541,18 @@ impl Runtime {
             arm: None,
             repairs,
         })
+    }
+
+    /// The first defect of a `select` answer against the clause it names.
+    fn choice_error(&self, json: &JsonValue, shape: &AnswerShape) -> Option<String> {
+        let choice = json.get("choice")?;
+        let option = choice.get("option")?.as_u64()?;
+        let branch = shape
+            .schema
+            .pointer(&format!("/properties/choice/anyOf/{option}"))?;
+        let validator = self.validator(branch).ok()?;
+        let error = validator.iter_errors(choice).next()?;
+        Some(format!("at `/choice{}`: {error}", error.instance_path()))
     }
 
     async fn ask(
@@ -637,7 +656,9 @@ impl Runtime {
                     let mut e = RuntimeError::new(
                         ErrorKind::Truncated,
                         Some(site),
-                        format!("{message}; allow the model more output tokens"),
+                        format!(
+                            "{message}; allow the model more output tokens (`max_output_tokens` in sap.toml)"
+                        ),
                     );
                     e.raw_answer = Some(raw);
                     return Err(e);

@@ -693,3 +693,42 @@ async fn a_cut_stream_is_an_error_not_an_empty_answer() {
     assert!(err.message.contains("stream = false"), "{}", err.message);
     assert_eq!(server.requests().len(), 1);
 }
+
+/// A `select` answer whose clause is wrong is sent back with what is wrong in that
+/// clause, not "valid under none of the clauses".
+#[tokio::test]
+async fn a_wrong_clause_is_corrected_precisely() {
+    use runtime::schema::ArmDesc;
+    use runtime::types::ParamDesc;
+    let server = MockServer::start(|_, i| {
+        Reply::json(completion(if i == 0 {
+            r#"{"choice": {"option": 0, "arguments": {"x": 256741839148139}}}"#
+        } else {
+            r#"{"choice": {"option": 0, "arguments": {"x": 2}}}"#
+        }))
+    })
+    .await;
+    let arms = vec![ArmDesc {
+        tool: "double".into(),
+        doc: None,
+        binding: None,
+        params: vec![ParamDesc {
+            name: "x".into(),
+            doc: None,
+            ty: TypeDesc::I32,
+        }],
+    }];
+    let (arm, args) = runtime(openai(&server))
+        .choose(&site("main"), &Context::new(), &arms)
+        .await
+        .unwrap();
+    assert_eq!((arm, args), (0, vec![Value::Int(2)]));
+    let second = server.requests()[1].json();
+    let correction = second["messages"][3]["content"].as_str().unwrap();
+    assert!(
+        correction.contains(
+            "at `/choice/arguments/x`: 256741839148139 is greater than the maximum of 2147483647"
+        ),
+        "{correction}"
+    );
+}

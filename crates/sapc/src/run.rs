@@ -211,11 +211,13 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             c.seed = config.provider.seed.or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
             // A server only known as OpenAI-compatible gets the strict dialect, which
-            // every such server takes; the presets name what the server is.
+            // every such server takes (with lists capped, unless it is OpenAI's); the
+            // presets name what the server is.
             c.target = match kind.as_str() {
                 "llamacpp" => Target::LlamaCpp,
                 "ollama" => Target::Ollama,
-                _ => Target::OpenAi,
+                _ if c.base_url.contains("api.openai.com") => Target::OpenAi,
+                _ => Target::Compatible,
             };
             c.rung_memory = Some(cache::dir().join("structured-output.json"));
             c.announce = true;

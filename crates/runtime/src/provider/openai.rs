@@ -182,7 +182,7 @@ impl OpenAiProvider {
                 if emitted.get("type").is_some() {
                     emitted
                 } else {
-                    target::emit(&request.schema, Target::OpenAi).schema
+                    target::emit(&request.schema, Target::Compatible).schema
                 }
             }
             _ => target::emit(&request.schema, self.config.target).schema,

@@ -14,7 +14,8 @@
 //! | `ollama` | `format` (llama.cpp's converter) | as `llamacpp` |
 //! | `gemini` | `responseSchema` (an OpenAPI subset) | integer enums, `const`, recursion by `$ref` |
 //!
-//! For grammar-constrained targets (llama.cpp, Ollama) a list is capped at [`LIST_CAP`] elements ([`NESTED_LIST_CAP`]
+//! For grammar-constrained targets (llama.cpp, Ollama, and the strict dialect as sent to
+//! any OpenAI-compatible server other than OpenAI's) a list is capped at [`LIST_CAP`] elements ([`NESTED_LIST_CAP`]
 //! inside another list): a small model can keep adding elements until the output limit
 //! and never write the fields after the list.
 //!
@@ -30,6 +31,10 @@ use serde_json::{Map, Value as JsonValue, json};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     OpenAi,
+    /// An OpenAI-compatible server that is not OpenAI's (vLLM, llama-server or
+    /// llama-cpp-python behind `--provider openai`, LM Studio): the strict dialect, which
+    /// they all take, with lists capped as for `llamacpp`, since they decode by grammar.
+    Compatible,
     Anthropic,
     LlamaCpp,
     Ollama,
@@ -74,6 +79,7 @@ impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::OpenAi => "openai",
+            Target::Compatible => "openai-compatible",
             Target::Anthropic => "anthropic",
             Target::LlamaCpp => "llamacpp",
             Target::Ollama => "ollama",
@@ -91,7 +97,7 @@ impl Target {
         let length = LENGTHS.contains(&keyword) || keyword == "pattern";
         let count = COUNTS.contains(&keyword);
         match self {
-            Target::OpenAi => bound || count || keyword == "pattern",
+            Target::OpenAi | Target::Compatible => bound || count || keyword == "pattern",
             Target::Anthropic => false,
             // llama.cpp's grammar converter bounds integers only.
             Target::LlamaCpp | Target::Ollama => (bound && ty == "integer") || length || count,
@@ -265,8 +271,10 @@ fn rewrite(schema: &JsonValue, target: Target, path: &str, gaps: &mut Vec<Gap>) 
     // Grammar-constrained decoding follows the schema token by token, and a small model
     // can keep adding list elements until the output limit, never reaching the fields
     // after the list: a cap makes it finish the answer.
-    if matches!(target, Target::LlamaCpp | Target::Ollama)
-        && ty == "array"
+    if matches!(
+        target,
+        Target::LlamaCpp | Target::Ollama | Target::Compatible
+    ) && ty == "array"
         && !out.contains_key("maxItems")
     {
         let most = if path.contains("[]") {
@@ -502,5 +510,10 @@ mod tests {
         assert!(e.gaps.is_empty());
         let e = emit(&nested, Target::OpenAi);
         assert!(e.schema.pointer("/properties/rows/maxItems").is_none());
+        let e = emit(&nested, Target::Compatible);
+        assert_eq!(
+            e.schema.pointer("/properties/rows/maxItems"),
+            Some(&json!(LIST_CAP))
+        );
     }
 }
