@@ -668,30 +668,40 @@ async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
     );
 }
 
-/// A stream cut before the answer finished (neither a finish reason nor `[DONE]`) is a
-/// transport error that says what to do, not an empty answer re-asked.
+/// A stream cut before the answer finished (neither a finish reason nor `[DONE]`, as
+/// llama-cpp-python's server does when another request arrives) is asked again
+/// unstreamed, and the run stops streaming to that server.
 #[tokio::test]
-async fn a_cut_stream_is_an_error_not_an_empty_answer() {
-    let events =
-        vec![json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] }).to_string()];
-    let server = MockServer::start(move |_, _| Reply::Events {
-        events: events.clone(),
-        delay: Duration::ZERO,
+async fn a_cut_stream_is_asked_again_unstreamed() {
+    let server = MockServer::start(|request, _| {
+        if request.json()["stream"] == true {
+            return Reply::Events {
+                events: vec![
+                    json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] })
+                        .to_string(),
+                ],
+                delay: Duration::ZERO,
+            };
+        }
+        Reply::json(completion(r#"{"value": "whole"}"#))
     })
     .await;
-    let provider = Arc::new(OpenAiProvider::new(openai_config(&server, true)).unwrap());
-    let err = runtime(provider)
-        .produce(&site("f"), &Context::new(), "f", &TypeDesc::String)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Provider);
-    assert!(
-        err.message.contains("ended the answer's stream"),
-        "{}",
-        err.message
-    );
-    assert!(err.message.contains("stream = false"), "{}", err.message);
-    assert_eq!(server.requests().len(), 1);
+    let rt = runtime(Arc::new(
+        OpenAiProvider::new(openai_config(&server, true)).unwrap(),
+    ));
+    for _ in 0..2 {
+        let value = rt
+            .produce(&site("f"), &Context::new(), "f", &TypeDesc::String)
+            .await
+            .unwrap();
+        assert_eq!(value, Value::str("whole"));
+    }
+    let streamed: Vec<bool> = server
+        .requests()
+        .iter()
+        .map(|r| r.json()["stream"] == true)
+        .collect();
+    assert_eq!(streamed, vec![true, false, false]);
 }
 
 /// A `select` answer whose clause is wrong is sent back with what is wrong in that

@@ -57,8 +57,8 @@ pub struct RunArgs {
     /// Write one JSON line per LLM call to this file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Stream answers (OpenAI-compatible servers; the default for the local presets,
-    /// `stream = false` in sap.toml turns it off).
+    /// Stream answers (OpenAI-compatible servers; the default for every server but
+    /// OpenAI's API, `stream = false` in sap.toml turns it off).
     #[arg(long)]
     pub stream: bool,
     #[arg(long)]
@@ -188,15 +188,14 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
             if let Some(url) = base_url {
                 c.base_url = url;
             }
-            // The local presets stream by default, so that an answer that repeats itself
-            // is stopped as soon as it does (`runtime::runaway`); a server only known as
-            // OpenAI-compatible does not (llama-cpp-python's cuts a stream when another
-            // request arrives).
+            // Streamed by default, except from OpenAI's own API, so that an answer that
+            // repeats itself is stopped as soon as it does (`runtime::runaway`); a server
+            // that cuts streams gets requests unstreamed after the first cut.
             c.stream = args.stream
                 || config
                     .provider
                     .stream
-                    .unwrap_or(local_server(&kind).is_some());
+                    .unwrap_or(!c.base_url.contains("api.openai.com"));
             c.http = http;
             if let Some(rung) = args
                 .structured

@@ -138,6 +138,9 @@ pub struct OpenAiProvider {
     /// Set when the server rejected the sampling parameters (some models accept only
     /// their default temperature): requests then leave them out.
     server_sampling: AtomicBool,
+    /// Set when the server cut a stream (llama-cpp-python's cuts one when another request
+    /// arrives): requests then go unstreamed.
+    unstreamed: AtomicBool,
 }
 
 impl OpenAiProvider {
@@ -153,6 +156,7 @@ impl OpenAiProvider {
             transport,
             announced: AtomicBool::new(false),
             server_sampling: AtomicBool::new(false),
+            unstreamed: AtomicBool::new(false),
         })
     }
 
@@ -240,7 +244,7 @@ impl OpenAiProvider {
         }) {
             body["max_tokens"] = json!(m);
         }
-        if self.config.stream {
+        if self.streams() {
             body["stream"] = json!(true);
             body["stream_options"] = json!({ "include_usage": true });
         }
@@ -332,11 +336,40 @@ impl OpenAiProvider {
         }
     }
 
+    /// Whether requests are streamed now.
+    fn streams(&self) -> bool {
+        self.config.stream && !self.unstreamed.load(Ordering::Relaxed)
+    }
+
+    /// Sends `request` on `rung`; a stream the server cuts is sent again unstreamed, and
+    /// the run stops streaming to that server.
     async fn send(
         &self,
         request: &LlmRequest,
         rung: Structured,
     ) -> Result<LlmResponse, ProviderError> {
+        match self.send_once(request, rung).await? {
+            Some(response) => Ok(response),
+            None => {
+                if !self.unstreamed.swap(true, Ordering::Relaxed) && self.config.announce {
+                    eprintln!(
+                        "note: {} ({}) cut a streamed answer short; asking again without streaming, for the rest of the run",
+                        self.config.base_url, self.config.model
+                    );
+                }
+                self.send_once(request, rung).await?.ok_or_else(|| {
+                    ProviderError::Protocol("the server cut an answer short".to_owned())
+                })
+            }
+        }
+    }
+
+    /// One request; `None` when the server cut the stream before the answer finished.
+    async fn send_once(
+        &self,
+        request: &LlmRequest,
+        rung: Structured,
+    ) -> Result<Option<LlmResponse>, ProviderError> {
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
@@ -357,8 +390,11 @@ impl OpenAiProvider {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
-        let mut response = if self.config.stream && streamed {
-            read_stream(answer.response).await?
+        let mut response = if streamed {
+            match read_stream(answer.response).await? {
+                Some(response) => response,
+                None => return Ok(None),
+            }
         } else {
             let text = answer.response.text().await.map_err(body_error)?;
             let json: JsonValue = serde_json::from_str(&text).map_err(|e| {
@@ -369,7 +405,7 @@ impl OpenAiProvider {
         response.retries = retries;
         response.structured = Some(rung.name());
         response.sampling = self.sampling(request);
-        Ok(response)
+        Ok(Some(response))
     }
 }
 
@@ -496,7 +532,10 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
 
 /// Reads `data: {chunk}` events until `data: [DONE]` or the end of the body, or until the
 /// answer repeats itself (see `runaway`), which is then read as cut off.
-async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, ProviderError> {
+/// `None` when the stream ends with neither `[DONE]` nor a finish reason: cut short.
+async fn read_stream(
+    mut response: reqwest::Response,
+) -> Result<Option<LlmResponse>, ProviderError> {
     let mut buffer: Vec<u8> = Vec::new();
     let mut text = String::new();
     let mut refusal = String::new();
@@ -564,14 +603,14 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
                     usage.output = usage.output.max(text.len() as u64 / 4);
                     let kept = crate::runaway::trim(&text).len();
                     text.truncate(kept);
-                    return Ok(LlmResponse {
+                    return Ok(Some(LlmResponse {
                         text,
                         finish: Finish::Length,
                         usage,
                         retries: 0,
                         structured: None,
                         sampling: None,
-                    });
+                    }));
                 }
             }
         }
@@ -579,21 +618,15 @@ async fn read_stream(mut response: reqwest::Response) -> Result<LlmResponse, Pro
     if !done && reason.is_none() {
         // Neither `[DONE]` nor a finish reason: the server cut the stream (llama-cpp-python's
         // server does so to a stream when another request arrives).
-        return Err(ProviderError::Transport {
-            message: format!(
-                "the server ended the answer's stream before it was finished, after {} characters (a server that serves one request at a time may cut a stream when another arrives: set `stream = false` in sap.toml, or `--concurrency 1`)",
-                text.chars().count()
-            ),
-            retries: 0,
-        });
+        return Ok(None);
     }
     let finish = finish_of(reason.as_deref(), Some(refusal));
-    Ok(LlmResponse {
+    Ok(Some(LlmResponse {
         text,
         finish,
         usage,
         retries: 0,
         structured: None,
         sampling: None,
-    })
+    }))
 }
