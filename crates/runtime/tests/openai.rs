@@ -668,8 +668,8 @@ async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
     );
 }
 
-/// A stream cut before the answer finished (neither a finish reason nor `[DONE]`, as
-/// llama-cpp-python's server does when another request arrives) is asked again
+/// A stream cut before the answer finished (no finish reason, though `[DONE]` may follow,
+/// as llama-cpp-python's server does when another request arrives) is asked again
 /// unstreamed, and the run stops streaming to that server.
 #[tokio::test]
 async fn a_cut_stream_is_asked_again_unstreamed() {
@@ -679,6 +679,7 @@ async fn a_cut_stream_is_asked_again_unstreamed() {
                 events: vec![
                     json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] })
                         .to_string(),
+                    "[DONE]".to_owned(),
                 ],
                 delay: Duration::ZERO,
             };

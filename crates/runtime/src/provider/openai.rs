@@ -532,7 +532,7 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
 
 /// Reads `data: {chunk}` events until `data: [DONE]` or the end of the body, or until the
 /// answer repeats itself (see `runaway`), which is then read as cut off.
-/// `None` when the stream ends with neither `[DONE]` nor a finish reason: cut short.
+/// `None` when the stream ends without a finish reason: cut short.
 async fn read_stream(
     mut response: reqwest::Response,
 ) -> Result<Option<LlmResponse>, ProviderError> {
@@ -615,9 +615,9 @@ async fn read_stream(
             }
         }
     }
-    if !done && reason.is_none() {
-        // Neither `[DONE]` nor a finish reason: the server cut the stream (llama-cpp-python's
-        // server does so to a stream when another request arrives).
+    if reason.is_none() {
+        // No finish reason: the server cut the stream. llama-cpp-python's server does so
+        // to a stream when another request arrives, ending it with `[DONE]` all the same.
         return Ok(None);
     }
     let finish = finish_of(reason.as_deref(), Some(refusal));
