@@ -44,10 +44,10 @@ impl LlmRequest {
     }
 
     /// The sampling seed of this request under `base`: derived from the call's place in
-    /// the program's order and the number of corrections so far, so a run is the same
-    /// every time while two calls with the same prompt at different places (a loop the
-    /// model decides, a re-ask) are still sampled apart. Within 31 bits, which every
-    /// server takes.
+    /// the program's order and the number of corrections so far, so each call samples
+    /// the same way in every run while two calls with the same prompt at different
+    /// places (a loop the model decides, a re-ask) are still sampled apart. Within 31
+    /// bits, which every server takes.
     pub fn seed(&self, base: u64) -> u64 {
         const PRIME: u64 = 0x0100_0000_01b3;
         let mut h = 0xcbf2_9ce4_8422_2325 ^ base;

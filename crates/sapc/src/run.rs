@@ -110,7 +110,7 @@ struct ProviderConfig {
     /// The temperature; by default the server's (see docs/PROVIDERS.md for why not 0).
     temperature: Option<f64>,
     /// The base of every request's seed (default 0): each call's seed follows from it and
-    /// the call's place in the program, so a run repeats.
+    /// the call's place in the program, so sampling repeats from run to run.
     seed: Option<u64>,
     /// The output limit of every answer (default: derived from each answer's type, for
     /// servers other than OpenAI's own).

@@ -30,7 +30,7 @@ pub struct OpenAiConfig {
     pub stream: bool,
     /// The temperature; `None` leaves the server's default.
     pub temperature: Option<f64>,
-    /// The base of every request's seed ([`LlmRequest::seed`]), so runs repeat; `None`
+    /// The base of every request's seed ([`LlmRequest::seed`]), so sampling repeats from run to run; `None`
     /// sends no seed.
     pub seed: Option<u64>,
     /// The output limit of every answer; `None` sends each request's budget derived from
