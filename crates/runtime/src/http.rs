@@ -50,6 +50,40 @@ pub struct Answer {
     pub retries: u32,
 }
 
+impl Answer {
+    /// Reads the body as one JSON document: a body that cannot be read is a transport
+    /// error (or a time-out), one that is not JSON breaks the protocol.
+    pub async fn json(self) -> Result<serde_json::Value, ProviderError> {
+        let retries = self.retries;
+        let text = self
+            .response
+            .text()
+            .await
+            .map_err(|e| body_error(e, retries))?;
+        serde_json::from_str(&text).map_err(|e| {
+            ProviderError::Protocol(format!(
+                "the body is not JSON ({e}): {}",
+                text.chars().take(300).collect::<String>()
+            ))
+        })
+    }
+}
+
+/// An error while reading a body whose status line already came.
+pub fn body_error(e: reqwest::Error, retries: u32) -> ProviderError {
+    if e.is_timeout() {
+        ProviderError::Timeout {
+            message: e.to_string(),
+            retries,
+        }
+    } else {
+        ProviderError::Transport {
+            message: e.to_string(),
+            retries,
+        }
+    }
+}
+
 impl HttpTransport {
     pub fn new(config: HttpConfig) -> Result<HttpTransport, ProviderError> {
         // rustls needs a process-wide crypto provider; a second install is a no-op.

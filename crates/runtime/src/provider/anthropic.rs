@@ -98,25 +98,7 @@ impl AnthropicProvider {
             .post_json(&url, &headers, &self.body(request))
             .await?;
         let retries = answer.retries;
-        let text = answer.response.text().await.map_err(|e| {
-            if e.is_timeout() {
-                ProviderError::Timeout {
-                    message: e.to_string(),
-                    retries,
-                }
-            } else {
-                ProviderError::Transport {
-                    message: e.to_string(),
-                    retries,
-                }
-            }
-        })?;
-        let json: JsonValue = serde_json::from_str(&text).map_err(|e| {
-            ProviderError::Protocol(format!(
-                "the body is not JSON ({e}): {}",
-                text.chars().take(300).collect::<String>()
-            ))
-        })?;
+        let json = answer.json().await?;
         let mut response = parse_message(&json)?;
         response.retries = retries;
         Ok(response)

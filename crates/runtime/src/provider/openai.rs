@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::{Value as JsonValue, json};
 
-use crate::http::{HttpConfig, HttpTransport, names_request_shape};
+use crate::http::{HttpConfig, HttpTransport, body_error, names_request_shape};
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::schema::target::{self, Target};
 
@@ -396,11 +396,7 @@ impl OpenAiProvider {
                 None => return Ok(None),
             }
         } else {
-            let text = answer.response.text().await.map_err(body_error)?;
-            let json: JsonValue = serde_json::from_str(&text).map_err(|e| {
-                ProviderError::Protocol(format!("the body is not JSON ({e}): {}", clip(&text)))
-            })?;
-            parse_completion(&json)?
+            parse_completion(&answer.json().await?)?
         };
         response.retries = retries;
         response.structured = Some(rung.name());
@@ -448,20 +444,6 @@ impl Provider for OpenAiProvider {
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(self.complete_inner(request))
-    }
-}
-
-fn body_error(e: reqwest::Error) -> ProviderError {
-    if e.is_timeout() {
-        ProviderError::Timeout {
-            message: e.to_string(),
-            retries: 0,
-        }
-    } else {
-        ProviderError::Transport {
-            message: e.to_string(),
-            retries: 0,
-        }
     }
 }
 
@@ -544,7 +526,7 @@ async fn read_stream(
     let mut done = false;
     let mut checked = 0;
     while !done {
-        let Some(chunk) = response.chunk().await.map_err(body_error)? else {
+        let Some(chunk) = response.chunk().await.map_err(|e| body_error(e, 0))? else {
             break;
         };
         buffer.extend_from_slice(&chunk);

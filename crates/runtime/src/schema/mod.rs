@@ -221,17 +221,7 @@ fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
             .unwrap_or(0);
         return 4 + longest as u64 / 2;
     }
-    let ty = match map.get("type") {
-        Some(JsonValue::String(t)) => t.as_str(),
-        // `["string", "null"]`: the first non-null type.
-        Some(JsonValue::Array(ts)) => ts
-            .iter()
-            .filter_map(JsonValue::as_str)
-            .find(|t| *t != "null")
-            .unwrap_or("null"),
-        _ => "",
-    };
-    match ty {
+    match type_name(map) {
         "string" => match map.get("maxLength").and_then(JsonValue::as_u64) {
             Some(chars) => 4 + chars / 2,
             // A text inside a list is one of many.
@@ -259,5 +249,18 @@ fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
             None => 4 * STRING,
         },
         _ => STRING,
+    }
+}
+
+/// The JSON type a schema object names; of `["string", "null"]`, the first non-null one.
+pub(crate) fn type_name(map: &Map<String, JsonValue>) -> &str {
+    match map.get("type") {
+        Some(JsonValue::String(t)) => t,
+        Some(JsonValue::Array(ts)) => ts
+            .iter()
+            .filter_map(JsonValue::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
+        _ => "",
     }
 }

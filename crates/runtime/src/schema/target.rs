@@ -27,6 +27,8 @@
 
 use serde_json::{Map, Value as JsonValue, json};
 
+use super::type_name;
+
 /// A server dialect of JSON Schema.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -169,18 +171,6 @@ fn tag_as_const(branch: &JsonValue) -> JsonValue {
         *option = json!({ "const": i });
     }
     branch
-}
-
-fn type_name(map: &Map<String, JsonValue>) -> &str {
-    match map.get("type") {
-        Some(JsonValue::String(t)) => t,
-        Some(JsonValue::Array(ts)) => ts
-            .iter()
-            .filter_map(JsonValue::as_str)
-            .find(|t| *t != "null")
-            .unwrap_or("null"),
-        _ => "",
-    }
 }
 
 fn is_i32_range(map: &Map<String, JsonValue>) -> bool {
