@@ -17,17 +17,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value as JsonValue, json};
+use serde_json::{Value as JsonValue, json};
 
 use crate::budget::{Budgets, Meter, RunStats};
 use crate::context::Context;
 use crate::error::{CallSite, ErrorKind, RuntimeError};
 use crate::llm::{Correction, Finish, LlmRequest, Provider, ProviderError};
-use crate::repair;
 use crate::schema::{self, ArmDesc};
 use crate::trace::TraceSink;
-use crate::types::{FieldDesc, ParamDesc, StructDesc, TypeDesc};
-use crate::value::{self, DecodeError, Value};
+use crate::types::{ParamDesc, TypeDesc};
+use crate::value::Value;
+
+mod answers;
+mod requests;
+
+use answers::echoed;
+use requests::synthetic_struct;
 
 /// The fixed system preamble: how to read the prompt and how to answer.
 pub const SYSTEM_PROMPT: &str = "You are one step of a program written in sap. \
@@ -101,45 +106,6 @@ pub struct Runtime {
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
 }
 
-fn synthetic_struct(name: &str, fields: Vec<(String, Option<String>, TypeDesc)>) -> TypeDesc {
-    TypeDesc::Struct(Arc::new(StructDesc {
-        name: name.to_owned(),
-        doc: None,
-        fields: fields
-            .into_iter()
-            .map(|(name, doc, ty)| FieldDesc { name, doc, ty })
-            .collect(),
-    }))
-}
-
-fn params_struct(name: &str, params: &[ParamDesc]) -> TypeDesc {
-    synthetic_struct(
-        name,
-        params
-            .iter()
-            .map(|p| (p.name.clone(), p.doc.clone(), p.ty.clone()))
-            .collect(),
-    )
-}
-
-fn describe_params(params: &[ParamDesc], out: &mut String) {
-    for p in params {
-        out.push_str(&format!("\n- `{}` ({})", p.name, p.ty));
-        if let Some(doc) = &p.doc {
-            out.push_str(": ");
-            out.push_str(&one_line(doc));
-        }
-    }
-}
-
-/// A doc comment as a phrase inside a sentence: one line, no final period.
-fn one_line(doc: &str) -> String {
-    doc.replace('\n', " ")
-        .trim()
-        .trim_end_matches('.')
-        .to_owned()
-}
-
 impl Runtime {
     pub fn new(provider: Arc<dyn Provider>, config: RuntimeConfig) -> Runtime {
         let meter = Meter::new(config.budgets.clone());
@@ -163,191 +129,6 @@ impl Runtime {
 
     pub fn provider_name(&self) -> &str {
         self.provider.name()
-    }
-
-    // ------------------------------------------------------------ requests
-
-    /// The request and answer shape for an LLM function's result.
-    pub fn produce_request(
-        &self,
-        ctx: &Context,
-        function: &str,
-        ty: &TypeDesc,
-    ) -> (LlmRequest, AnswerShape) {
-        let (schema, wrapped) = schema::value_schema(ty);
-        let mut instruction =
-            format!("Respond with the result of `{function}`: a value of type `{ty}`");
-        if let Some(doc) = ty.doc() {
-            instruction.push_str(&format!(" ({})", one_line(doc)));
-        }
-        instruction.push_str(if wrapped {
-            ", as {\"value\": …}."
-        } else {
-            "."
-        });
-        let root = if wrapped {
-            synthetic_struct(WRAPPER, vec![("value".to_owned(), None, ty.clone())])
-        } else {
-            ty.clone()
-        };
-        self.result_request(ctx, function, instruction, schema, root)
-    }
-
-    /// The request for the result of `function`, answered in `schema` and read as `root`.
-    fn result_request(
-        &self,
-        ctx: &Context,
-        function: &str,
-        instruction: String,
-        schema: JsonValue,
-        root: TypeDesc,
-    ) -> (LlmRequest, AnswerShape) {
-        let name = format!("{function}_result");
-        self.request(
-            ctx,
-            instruction,
-            name,
-            schema,
-            CallKind::Produce,
-            root,
-            Vec::new(),
-        )
-    }
-
-    pub fn fill_args_request(
-        &self,
-        ctx: &Context,
-        callee: &str,
-        callee_doc: Option<&str>,
-        params: &[ParamDesc],
-    ) -> (LlmRequest, AnswerShape) {
-        let mut instruction = format!("The program calls `{callee}`");
-        if let Some(doc) = callee_doc {
-            instruction.push_str(&format!(" ({})", one_line(doc)));
-        }
-        instruction.push_str(" and needs you to provide these arguments:");
-        describe_params(params, &mut instruction);
-        instruction.push_str("\nAnswer with one JSON field per argument.");
-        let schema = schema::arguments_schema(params);
-        let root = params_struct("arguments", params);
-        self.request(
-            ctx,
-            instruction,
-            format!("{callee}_arguments"),
-            schema,
-            CallKind::FillArgs,
-            root,
-            Vec::new(),
-        )
-    }
-
-    pub fn choose_request(&self, ctx: &Context, arms: &[ArmDesc]) -> (LlmRequest, AnswerShape) {
-        let mut instruction = "Choose one of these options and provide its arguments:".to_owned();
-        for (i, arm) in arms.iter().enumerate() {
-            instruction.push_str(&format!("\n{i}. call `{}`", arm.tool));
-            if let Some(doc) = &arm.doc {
-                instruction.push_str(&format!(" — {}", one_line(doc)));
-            }
-            if let Some(binding) = &arm.binding {
-                instruction.push_str(&format!("; the result is used as `{binding}`"));
-            }
-            if arm.params.is_empty() {
-                instruction.push_str("; no arguments");
-            } else {
-                instruction.push_str("; arguments:");
-                let mut described = String::new();
-                describe_params(&arm.params, &mut described);
-                instruction.push_str(&described.replace("\n- ", "\n   - "));
-            }
-        }
-        instruction
-            .push_str("\nAnswer with {\"choice\": {\"option\": <number>, \"arguments\": {…}}}.");
-        let schema = schema::choice_schema(arms);
-        let arm_types: Vec<TypeDesc> = arms
-            .iter()
-            .map(|a| params_struct("arguments", &a.params))
-            .collect();
-        self.request(
-            ctx,
-            instruction,
-            "choice".to_owned(),
-            schema,
-            CallKind::Choose,
-            TypeDesc::Json,
-            arm_types,
-        )
-    }
-
-    pub fn decide_request(
-        &self,
-        ctx: &Context,
-        function: &str,
-        doc: Option<&str>,
-    ) -> (LlmRequest, AnswerShape) {
-        let mut instruction = format!("Decide `{function}`");
-        if let Some(doc) = doc {
-            instruction.push_str(&format!(" ({})", one_line(doc)));
-        }
-        instruction
-            .push_str(": true or false? Give one short sentence of reason, then the answer.");
-        let root = synthetic_struct(
-            "decision",
-            vec![
-                ("reason".to_owned(), None, TypeDesc::String),
-                ("answer".to_owned(), None, TypeDesc::Bool),
-            ],
-        );
-        self.request(
-            ctx,
-            instruction,
-            format!("{function}_decision"),
-            schema::decision_schema(),
-            CallKind::Decide,
-            root,
-            Vec::new(),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn request(
-        &self,
-        ctx: &Context,
-        instruction: String,
-        schema_name: String,
-        schema: JsonValue,
-        kind: CallKind,
-        root: TypeDesc,
-        arms: Vec<TypeDesc>,
-    ) -> (LlmRequest, AnswerShape) {
-        let schema = Arc::new(schema);
-        let request = LlmRequest {
-            system: Arc::from(SYSTEM_PROMPT),
-            context: ctx.render(),
-            instruction,
-            schema_name: schema_name
-                .chars()
-                .map(|c| {
-                    if c.is_alphanumeric() || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect(),
-            max_tokens: schema::output_budget(&schema),
-            schema: schema.clone(),
-            corrections: Vec::new(),
-            order: crate::order::next_call(),
-        };
-        (
-            request,
-            AnswerShape {
-                kind,
-                schema,
-                root,
-                arms,
-            },
-        )
     }
 
     // ------------------------------------------------------------ the four calls
@@ -439,120 +220,6 @@ impl Runtime {
             Value::Struct(s) => Ok(matches!(s.fields.get(1), Some(Value::Bool(true)))),
             _ => Ok(false),
         }
-    }
-
-    // ------------------------------------------------------------ answers
-
-    fn validator(&self, schema: &JsonValue) -> Result<Arc<jsonschema::Validator>, String> {
-        let key = schema.to_string();
-        let mut cache = self.validators.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(v) = cache.get(&key) {
-            return Ok(v.clone());
-        }
-        let v = Arc::new(
-            jsonschema::validator_for(schema).map_err(|e| format!("invalid schema: {e}"))?,
-        );
-        cache.insert(key, v.clone());
-        Ok(v)
-    }
-
-    /// Repairs, validates and decodes one answer. The error says what to fix.
-    pub fn interpret(&self, text: &str, shape: &AnswerShape) -> Result<Interpreted, String> {
-        let Some((json, mut repairs)) = repair::extract_json(text) else {
-            return Err("the answer is not JSON".to_owned());
-        };
-        let json = match shape.kind {
-            CallKind::Produce => {
-                let wrapped = matches!(&shape.root, TypeDesc::Struct(d) if d.name == WRAPPER);
-                let json = repair::fix_wrapping(json, wrapped, &mut repairs);
-                repair::coerce(&shape.root, json, &mut repairs)
-            }
-            CallKind::Decide => {
-                // A bare `true` is a decision without its reason; a reason longer than
-                // asked for is cut (the program never reads it).
-                let json = match json {
-                    JsonValue::Bool(b) => {
-                        repairs.push("bare Boolean wrapped as a decision");
-                        json!({ "reason": "", "answer": b })
-                    }
-                    JsonValue::Object(mut map) => {
-                        if let Some(JsonValue::String(reason)) = map.get_mut("reason")
-                            && reason.chars().count() > schema::REASON_LENGTH as usize
-                        {
-                            *reason = reason
-                                .chars()
-                                .take(schema::REASON_LENGTH as usize)
-                                .collect();
-                            repairs.push("decision reason cut to its length");
-                        }
-                        JsonValue::Object(map)
-                    }
-                    other => other,
-                };
-                repair::coerce(&shape.root, json, &mut repairs)
-            }
-            CallKind::FillArgs => repair::coerce(&shape.root, json, &mut repairs),
-            CallKind::Choose => coerce_choice(json, &shape.arms, &mut repairs),
-        };
-        let validator = self.validator(&shape.schema)?;
-        if let Some(error) = validator.iter_errors(&json).next() {
-            // "not valid under any of the schemas listed in 'anyOf'" says nothing a model
-            // can act on: for a `select`, what is wrong with the clause it chose.
-            if shape.kind == CallKind::Choose
-                && let Some(precise) = self.choice_error(&json, shape)
-            {
-                return Err(precise);
-            }
-            let at = error.instance_path().to_string();
-            return Err(if at.is_empty() {
-                format!("{error}")
-            } else {
-                format!("at `{at}`: {error}")
-            });
-        }
-        if shape.kind == CallKind::Choose {
-            let option = json
-                .pointer("/choice/option")
-                .and_then(JsonValue::as_u64)
-                .unwrap_or(0) as usize;
-            let args = json
-                .pointer("/choice/arguments")
-                .cloned()
-                .unwrap_or(JsonValue::Null);
-            let ty = shape
-                .arms
-                .get(option)
-                .ok_or_else(|| format!("there is no option {option}"))?;
-            let value = value::decode(ty, &args).map_err(|e| prefix("choice.arguments", e))?;
-            return Ok(Interpreted {
-                value,
-                arm: Some(option),
-                repairs,
-            });
-        }
-        let value = value::decode(&shape.root, &json).map_err(|e| e.to_string())?;
-        // A wrapped scalar is the value inside `{"value": …}`.
-        let value = match (shape.kind, value) {
-            (CallKind::Produce, Value::Struct(s)) if s.ty.name == WRAPPER => s.fields[0].clone(),
-            (_, value) => value,
-        };
-        Ok(Interpreted {
-            value,
-            arm: None,
-            repairs,
-        })
-    }
-
-    /// The first defect of a `select` answer against the clause it names.
-    fn choice_error(&self, json: &JsonValue, shape: &AnswerShape) -> Option<String> {
-        let choice = json.get("choice")?;
-        let option = choice.get("option")?.as_u64()?;
-        let branch = shape
-            .schema
-            .pointer(&format!("/properties/choice/anyOf/{option}"))?;
-        let validator = self.validator(branch).ok()?;
-        let error = validator.iter_errors(choice).next()?;
-        Some(format!("at `/choice{}`: {error}", error.instance_path()))
     }
 
     async fn ask(
@@ -771,53 +438,4 @@ impl Runtime {
             "sampling": response.and_then(|r| r.sampling.clone()),
         }));
     }
-}
-
-fn prefix(path: &str, e: DecodeError) -> String {
-    if e.path.is_empty() {
-        format!("at `{path}`: {}", e.message)
-    } else {
-        format!("at `{path}.{}`: {}", e.path, e.message)
-    }
-}
-
-/// A wrong answer as it is sent back with its correction: a long one (a model that ran
-/// on) is cut, so the re-ask stays within the model's context window.
-fn echoed(raw: &str) -> String {
-    const MOST: usize = 1500;
-    match raw.char_indices().nth(MOST) {
-        Some((cut, _)) => format!("{}…", &raw[..cut]),
-        None => raw.to_owned(),
-    }
-}
-
-/// Repairs in a `select` answer: `option` written as a string, and the chosen arm's
-/// arguments respelled by their types.
-fn coerce_choice(json: JsonValue, arms: &[TypeDesc], repairs: &mut Vec<&'static str>) -> JsonValue {
-    let JsonValue::Object(mut root) = json else {
-        return json;
-    };
-    // The targets that constrain a `select` as a top-level `anyOf` (llama.cpp) answer
-    // without the `choice` wrapper: the shape they were asked for, not a repair.
-    if !root.contains_key("choice") && root.contains_key("option") {
-        root = Map::from_iter([("choice".to_owned(), JsonValue::Object(root))]);
-    }
-    let Some(JsonValue::Object(mut choice)) = root.remove("choice") else {
-        return JsonValue::Object(root);
-    };
-    if let Some(JsonValue::String(s)) = choice.get("option")
-        && let Ok(n) = s.trim().parse::<u64>()
-    {
-        repairs.push("number written as a string");
-        choice.insert("option".to_owned(), json!(n));
-    }
-    let option = choice
-        .get("option")
-        .and_then(JsonValue::as_u64)
-        .unwrap_or(u64::MAX) as usize;
-    if let (Some(ty), Some(args)) = (arms.get(option), choice.remove("arguments")) {
-        choice.insert("arguments".to_owned(), repair::coerce(ty, args, repairs));
-    }
-    root.insert("choice".to_owned(), JsonValue::Object(choice));
-    JsonValue::Object(root)
 }
