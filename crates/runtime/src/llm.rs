@@ -82,6 +82,23 @@ impl LlmRequest {
     }
 }
 
+/// The sampling a request asked for, as traced (`temperature 0, seed 1234`): `None` when
+/// it asked for the server's defaults.
+pub fn sampling_note(
+    temperature: Option<f64>,
+    seed_base: Option<u64>,
+    request: &LlmRequest,
+) -> Option<String> {
+    let parts: Vec<String> = [
+        temperature.map(|t| format!("temperature {t}")),
+        seed_base.map(|base| format!("seed {}", request.seed(base))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     pub input: u64,

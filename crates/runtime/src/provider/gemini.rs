@@ -119,6 +119,15 @@ impl GeminiProvider {
 
     /// The request body, exactly as sent.
     pub fn body(&self, request: &LlmRequest) -> JsonValue {
+        self.body_with(request, declarations(request).as_deref())
+    }
+
+    /// The body, given the function declarations of a `select` (`None` otherwise).
+    fn body_with(
+        &self,
+        request: &LlmRequest,
+        functions: Option<&[(String, JsonValue)]>,
+    ) -> JsonValue {
         let mut contents =
             vec![json!({ "role": "user", "parts": [{ "text": request.user_text() }] })];
         for c in &request.corrections {
@@ -130,7 +139,7 @@ impl GeminiProvider {
             "systemInstruction": { "parts": [{ "text": &*request.system }] },
             "contents": contents,
         });
-        match declarations(request) {
+        match functions {
             Some(declarations) => {
                 let names: Vec<&String> = declarations.iter().map(|(n, _)| n).collect();
                 body["toolConfig"] = json!({
@@ -167,15 +176,19 @@ impl GeminiProvider {
         if let Some(key) = &self.config.api_key {
             headers.push(("x-goog-api-key", key.clone()));
         }
+        let functions = declarations(request);
+        let body = self.body_with(request, functions.as_deref());
         let answer = self
             .transport
-            .post_json(&self.url(), &headers, &self.body(request))
+            .post_json(&self.url(), &headers, &body)
             .await?;
         let retries = answer.retries;
         let json = answer.json().await?;
-        let names: Vec<String> = declarations(request)
-            .map(|d| d.into_iter().map(|(n, _)| n).collect())
-            .unwrap_or_default();
+        let names: Vec<String> = functions
+            .into_iter()
+            .flatten()
+            .map(|(name, _)| name)
+            .collect();
         let mut response = parse_generation(&json, &names)?;
         response.retries = retries;
         response.structured = Some(if names.is_empty() {
@@ -183,19 +196,8 @@ impl GeminiProvider {
         } else {
             "functions"
         });
-        response.sampling = match (self.config.temperature, self.config.seed) {
-            (None, None) => None,
-            (t, s) => Some(
-                [
-                    t.map(|t| format!("temperature {t}")),
-                    s.map(|s| format!("seed {}", request.seed(s))),
-                ]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(", "),
-            ),
-        };
+        response.sampling =
+            crate::llm::sampling_note(self.config.temperature, self.config.seed, request);
         Ok(response)
     }
 }

@@ -302,14 +302,7 @@ impl OpenAiProvider {
         if !self.sends_sampling() {
             return None;
         }
-        let mut parts = Vec::new();
-        if let Some(t) = self.config.temperature {
-            parts.push(format!("temperature {t}"));
-        }
-        if let Some(base) = self.config.seed {
-            parts.push(format!("seed {}", request.seed(base)));
-        }
-        Some(parts.join(", "))
+        crate::llm::sampling_note(self.config.temperature, self.config.seed, request)
     }
 
     fn step_down(&self, from: Structured, to: Structured, status: u16, message: &str) {
