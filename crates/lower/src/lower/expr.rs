@@ -277,23 +277,16 @@ impl<'a, 'db> FnLower<'a, 'db> {
             self.terminate(Terminator::Branch(c, then, next));
             self.switch_to(then);
             let v = self.lower_block(&branch.body);
-            if let Some(result) = result
-                && !self.terminated()
-            {
-                self.emit_void(Op::Store(result, v), None);
-            }
-            self.terminate(Terminator::Jump(join));
+            self.join_with(result, v, join);
             self.switch_to(next);
         }
-        if let Some(block) = else_block {
-            let v = self.lower_block(block);
-            if let Some(result) = result
-                && !self.terminated()
-            {
-                self.emit_void(Op::Store(result, v), None);
+        match else_block {
+            Some(block) => {
+                let v = self.lower_block(block);
+                self.join_with(result, v, join);
             }
+            None => self.terminate(Terminator::Jump(join)),
         }
-        self.terminate(Terminator::Jump(join));
         self.switch_to(join);
         match result {
             Some(result) => self.emit(Op::Load(result), ty, None),

@@ -256,12 +256,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.emit_void(Op::Store(local, v), None);
             }
             let body = self.expr(&arm.body);
-            if let Some(result) = result
-                && !self.terminated()
-            {
-                self.emit_void(Op::Store(result, body), None);
-            }
-            self.terminate(Terminator::Jump(join));
+            self.join_with(result, body, join);
             self.switch_to(resume);
         }
         self.terminate(Terminator::Switch(index, targets));

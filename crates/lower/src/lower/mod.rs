@@ -365,6 +365,18 @@ impl<'a, 'db> FnLower<'a, 'db> {
         }
     }
 
+    /// Ends a branch of an `if` or `select` that gives `value`: stored into the
+    /// expression's `result` local, if it has one and the branch did not already end
+    /// (`return`, `break`), then on to `join`.
+    pub(super) fn join_with(&mut self, result: Option<LocalId>, value: ValueId, join: BlockId) {
+        if let Some(result) = result
+            && !self.terminated()
+        {
+            self.emit_void(Op::Store(result, value), None);
+        }
+        self.terminate(Terminator::Jump(join));
+    }
+
     pub(super) fn switch_to(&mut self, block: BlockId) {
         self.block = block;
     }
