@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use syntax::Span;
 use syntax::ast;
+use syntax::binding::ExternBinding;
 
 use crate::Db;
 use crate::diagnostics::{self as diag, HirDiagnostic};
@@ -31,6 +32,8 @@ pub struct Signature<'db> {
     pub context_param: Option<usize>,
     pub doc: Option<String>,
     pub is_extern: bool,
+    /// Where an `extern "…" fn` lives; `None` for the host's externs and for functions.
+    pub binding: Option<ExternBinding>,
     pub diagnostics: Vec<HirDiagnostic<'db>>,
     /// Type names in the signature and the items they name.
     pub type_refs: Vec<TypeRef<'db>>,
@@ -111,6 +114,21 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
             doc: p.doc.as_ref().map(|d| d.text.clone()),
         });
     }
+    let binding = match &ast_item.kind {
+        ast::ItemKind::ExternFn(ast::ExternFn {
+            binding: Some((text, span)),
+            ..
+        }) => match ExternBinding::parse(text) {
+            Ok(b) => Some(b),
+            Err(why) => {
+                lowering
+                    .diagnostics
+                    .push(diag::extern_binding(item, *span, why));
+                None
+            }
+        },
+        _ => None,
+    };
     let (ret_ty, ret_span) = match ret {
         Some(t) => (lowering.lower(t), t.span),
         None => (Ty::Unit, name.span),
@@ -127,6 +145,7 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
         context_param,
         doc: ast_item.doc.as_ref().map(|d| d.text.clone()),
         is_extern,
+        binding,
         type_refs: type_refs(&lowering),
         diagnostics: lowering.diagnostics,
     }

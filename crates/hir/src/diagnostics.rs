@@ -123,6 +123,7 @@ pub const ALIAS_CYCLE: &str = "E0127";
 pub const EXTERN_CONTEXT: &str = "E0128";
 pub const UNKNOWN_IMPORT: &str = "E0129";
 pub const NOT_A_VALUE: &str = "E0130";
+pub const EXTERN_BINDING: &str = "E0131";
 
 pub const UNUSED_VARIABLE: &str = "W0100";
 pub const UNUSED_CONTEXT: &str = "W0101";
@@ -164,6 +165,7 @@ pub const ALL_CODES: &[&str] = &[
     EXTERN_CONTEXT,
     UNKNOWN_IMPORT,
     NOT_A_VALUE,
+    EXTERN_BINDING,
     UNUSED_VARIABLE,
     UNUSED_CONTEXT,
     UNBOUNDED_WHILE,
@@ -674,6 +676,11 @@ pub fn extern_context<'db>(base: Item<'db>, span: Span, name: &str) -> HirDiagno
         "externs run on the host, without the model",
     )
     .with_help("remove the parameter; only sap functions take a context")
+}
+
+pub fn extern_binding<'db>(base: Item<'db>, span: Span, why: String) -> HirDiagnostic<'db> {
+    error(base, EXTERN_BINDING, span, why, "this binding")
+        .with_help("bind to an MCP server of sap.toml: `extern \"mcp:SERVER\" fn …`")
 }
 
 pub fn not_a_value<'db>(base: Item<'db>, span: Span, what: &str) -> HirDiagnostic<'db> {

@@ -434,10 +434,33 @@ pub struct LlmSite {
     pub span: SrcSpan,
 }
 
-/// A declared extern: the signature the host must register.
+/// A declared extern: the signature the host must register, or a tool it is bound to.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Extern {
+    /// The name calls use: the declared name for the host's externs, `SERVER::name`
+    /// (`MODULE::name` for a standard tool) for a bound one.
     pub name: String,
     pub params: Vec<Param>,
     pub ret: Type,
+    pub doc: Option<String>,
+    pub binding: Option<Binding>,
+}
+
+/// Where a bound extern's tool lives (`extern "mcp:notes" fn …`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Binding {
+    /// A tool of an MCP server of `sap.toml`, by its name on the server.
+    Mcp { server: String, tool: String },
+    /// A standard tool behind a grant (`fs`, `http`, `process`).
+    Std { module: String, tool: String },
+}
+
+impl Binding {
+    /// How a value the tool returned is labelled in a context: `mcp:notes/read_file`.
+    pub fn origin(&self) -> String {
+        match self {
+            Binding::Mcp { server, tool } => format!("mcp:{server}/{tool}"),
+            Binding::Std { module, tool } => format!("std:{module}/{tool}"),
+        }
+    }
 }

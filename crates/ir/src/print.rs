@@ -28,9 +28,13 @@ pub fn module(m: &Module) -> String {
             .iter()
             .map(|p| format!("{}: {}", p.name, ty(m, &p.ty)))
             .collect();
+        let binding = match &e.binding {
+            Some(b) => format!(" = {}", b.origin()),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "extern {}({}) -> {}",
+            "extern {}({}) -> {}{binding}",
             e.name,
             params.join(", "),
             ty(m, &e.ret)

@@ -84,10 +84,14 @@ pub fn body_error(e: reqwest::Error, retries: u32) -> ProviderError {
     }
 }
 
+/// rustls needs a process-wide crypto provider; a second install is a no-op.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 impl HttpTransport {
     pub fn new(config: HttpConfig) -> Result<HttpTransport, ProviderError> {
-        // rustls needs a process-wide crypto provider; a second install is a no-op.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_crypto();
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)

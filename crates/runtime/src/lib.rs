@@ -26,6 +26,7 @@ pub mod provider;
 pub mod repair;
 pub mod runaway;
 pub mod schema;
+pub mod tools;
 pub mod trace;
 pub mod types;
 pub mod value;

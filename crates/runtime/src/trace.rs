@@ -2,18 +2,20 @@
 //! rendered request, raw answer, parsed value, repairs, tokens, latency, retries.
 
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value as JsonValue;
 
+/// Where trace events go; clones share the one output (LLM calls and tool calls).
+#[derive(Clone)]
 pub struct TraceSink {
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Arc<Mutex<Box<dyn Write + Send>>>,
 }
 
 impl TraceSink {
     pub fn new(out: Box<dyn Write + Send>) -> TraceSink {
         TraceSink {
-            out: Mutex::new(out),
+            out: Arc::new(Mutex::new(out)),
         }
     }
 

@@ -49,7 +49,7 @@ pub fn run(paths: Vec<PathBuf>, format: Format, target: Option<&str>) -> u8 {
     }
     let mut db = hir::Database::default();
     db.add_prelude();
-    let handles: Vec<Option<hir::SourceFile>> = sources
+    let mut handles: Vec<Option<hir::SourceFile>> = sources
         .iter()
         .map(|s| {
             s.invalid_utf8_at
@@ -57,6 +57,37 @@ pub fn run(paths: Vec<PathBuf>, format: Format, target: Option<&str>) -> u8 {
                 .then(|| db.add_file(s.name.clone(), s.text.clone()))
         })
         .collect();
+    // A file named on the command line brings the modules beside it that it uses
+    // (`use notes` → `notes.sap`), as `sapc run` does; they are checked with it.
+    let mut scanned = 0;
+    while scanned < sources.len() {
+        let (Some(file), Some(folder)) =
+            (handles[scanned], Path::new(&sources[scanned].name).parent())
+        else {
+            scanned += 1;
+            continue;
+        };
+        let folder = folder.to_owned();
+        let named = hir::items::named_modules(&db, file).clone();
+        for name in named {
+            let path = folder.join(format!("{name}.sap"));
+            let shown = path.display().to_string();
+            if !path.is_file() || sources.iter().any(|s| same_file(&s.name, &shown)) {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(&path) {
+                let source = SourceText::new(shown, bytes);
+                handles.push(
+                    source
+                        .invalid_utf8_at
+                        .is_none()
+                        .then(|| db.add_file(source.name.clone(), source.text.clone())),
+                );
+                sources.push(source);
+            }
+        }
+        scanned += 1;
+    }
 
     // The target's warnings need the lowered program, so only a workspace that checks
     // gets them.
@@ -181,4 +212,11 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether two displayed paths name one file (`./notes.sap` and `notes.sap` do).
+fn same_file(a: &str, b: &str) -> bool {
+    let clean = |p: &str| p.strip_prefix("./").unwrap_or(p).to_owned();
+    clean(a) == clean(b)
+        || matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
 }

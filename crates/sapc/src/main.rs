@@ -5,6 +5,8 @@
 
 mod cache;
 mod check;
+mod config;
+mod mcp;
 mod render;
 mod run;
 
@@ -56,6 +58,11 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run the language server on standard input and output.
     Lsp,
+    /// MCP servers: import their tools as a typed sap module, or list them.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,6 +102,7 @@ fn main() -> ExitCode {
         } => ExitCode::from(check::run(paths, format, target.as_deref())),
         Command::Build { file, emit_ir } => ExitCode::from(run::build(&file, emit_ir)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
+        Command::Mcp { command } => ExitCode::from(mcp::run(command)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),
             Err(e) => {

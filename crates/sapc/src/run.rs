@@ -22,8 +22,8 @@ use runtime::provider::replay::{RecordingProvider, ReplayProvider};
 use runtime::schema::target::Target;
 use runtime::trace::TraceSink;
 use runtime::{Budgets, Runtime, RuntimeConfig, Value};
-use serde::Deserialize;
 
+use crate::config::{Config, load_config};
 use crate::render::{Printer, SourceText};
 use crate::{cache, exit};
 
@@ -84,63 +84,6 @@ pub struct RunArgs {
     /// `jit` (native code, the default) or `eval` (the reference evaluator).
     #[arg(long, default_value = "jit")]
     pub engine: String,
-}
-
-/// `sap.toml`, all optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Config {
-    #[serde(default)]
-    provider: ProviderConfig,
-    #[serde(default)]
-    budgets: BudgetConfig,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProviderConfig {
-    kind: Option<String>,
-    model: Option<String>,
-    base_url: Option<String>,
-    stream: Option<bool>,
-    concurrency: Option<usize>,
-    timeout_seconds: Option<f64>,
-    max_retries: Option<u32>,
-    structured: Option<String>,
-    /// The temperature; by default the server's (see docs/PROVIDERS.md for why not 0).
-    temperature: Option<f64>,
-    /// The base of every request's seed (default 0): each call's seed follows from it and
-    /// the call's place in the program, so sampling repeats from run to run.
-    seed: Option<u64>,
-    /// The output limit of every answer (default: derived from each answer's type, for
-    /// servers other than OpenAI's own).
-    max_output_tokens: Option<u32>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BudgetConfig {
-    max_calls: Option<u64>,
-    max_tokens: Option<u64>,
-    max_time_seconds: Option<f64>,
-    max_depth: Option<u32>,
-    max_iterations: Option<u64>,
-    max_model_iterations: Option<u64>,
-}
-
-fn load_config(program: &Path) -> Result<Config, String> {
-    let beside = program.parent().map(|d| d.join("sap.toml"));
-    for path in [beside, Some(PathBuf::from("sap.toml"))]
-        .into_iter()
-        .flatten()
-    {
-        if path.is_file() {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            return toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()));
-        }
-    }
-    Ok(Config::default())
 }
 
 pub fn transcript_beside(program: &Path) -> PathBuf {
@@ -374,6 +317,15 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let trace = match &args.trace {
+        Some(path) => Some(TraceSink::new(Box::new(
+            std::fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?,
+        ))),
+        None => None,
+    };
+    let deadline = budgets.max_wall_time.map(|d| started + d);
+    let tools = crate::mcp::tools_for(&module, &config, trace.clone(), deadline)?;
     let runtime = if calls_model {
         let provider = {
             let _guard = tokio.enter();
@@ -386,10 +338,8 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
                 max_reasks: 2,
             },
         );
-        if let Some(path) = &args.trace {
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-            rt = rt.with_trace(TraceSink::new(Box::new(file)));
+        if let Some(trace) = &trace {
+            rt = rt.with_trace(trace.clone());
         }
         Some(Arc::new(rt))
     } else {
@@ -403,6 +353,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         externs,
         limits,
     )
+    .with_tools(Arc::new(tools))
     .with_sources(
         texts
             .iter()

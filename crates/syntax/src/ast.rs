@@ -86,6 +86,8 @@ pub struct Fn {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExternFn {
+    /// The string of `extern "mcp:notes" fn`: where the tool lives, with its span.
+    pub binding: Option<(String, Span)>,
     pub name: Ident,
     pub params: Vec<Param>,
     pub ret: Option<TypeExpr>,

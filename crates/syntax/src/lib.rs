@@ -13,6 +13,7 @@ extern crate alloc;
 
 pub mod ast;
 mod ast_builder;
+pub mod binding;
 mod diagnostic;
 mod errors;
 mod grammar;

@@ -52,6 +52,9 @@ impl Printer {
             }
             ItemKind::ExternFn(f) => {
                 let _ = write!(self.out, "(extern-fn {}", f.name.name);
+                if let Some((binding, _)) = &f.binding {
+                    let _ = write!(self.out, " (binding {binding:?})");
+                }
                 self.params(&f.params);
                 self.ret(&f.ret);
                 self.out.push(')');

@@ -82,7 +82,8 @@ impl Externs {
 
     /// Checks the module's extern declarations against what is registered.
     pub fn check(&self, module: &Module) -> Result<(), String> {
-        for e in &module.externs {
+        // A bound extern's tool is found when it is first called.
+        for e in module.externs.iter().filter(|e| e.binding.is_none()) {
             let params: Vec<Type> = e.params.iter().map(|p| p.ty.clone()).collect();
             if !self.functions.contains_key(&e.name)
                 && let Some(b) = standard_extern(&e.name)

@@ -10,8 +10,11 @@ mod standard;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
-use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use std::collections::HashMap;
+
+use ir::{self, Binding, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
 use runtime::schema::{self, ArmDesc};
+use runtime::tools::Tools;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
@@ -94,6 +97,10 @@ impl std::fmt::Display for ExecError {
 
 pub struct Host {
     pub module: Arc<Module>,
+    /// MCP servers (and standard tools) that bound externs call.
+    pub tools: Arc<Tools>,
+    /// The bound externs by name, with what their calls convert.
+    bound: HashMap<String, BoundExtern>,
     pub runtime: Option<Arc<Runtime>>,
     pub tokio: tokio::runtime::Handle,
     pub externs: Externs,
@@ -117,8 +124,25 @@ impl Host {
         limits: Limits,
     ) -> Host {
         let types = type_descs(&module);
+        let bound = module
+            .externs
+            .iter()
+            .filter_map(|e| {
+                let binding = e.binding.clone()?;
+                Some((
+                    e.name.clone(),
+                    BoundExtern {
+                        binding,
+                        params: params_of(&types, &e.params),
+                        ret: desc_of(&types, &e.ret),
+                    },
+                ))
+            })
+            .collect();
         Host {
             module,
+            tools: Arc::new(Tools::default()),
+            bound,
             runtime,
             tokio,
             externs,
@@ -129,6 +153,11 @@ impl Host {
             started: std::time::Instant::now(),
             lines: Vec::new(),
         }
+    }
+
+    pub fn with_tools(mut self, tools: Arc<Tools>) -> Host {
+        self.tools = tools;
+        self
     }
 
     pub fn with_output(mut self, out: Box<dyn Write + Send>) -> Host {
@@ -286,6 +315,9 @@ impl Host {
         span: Option<SrcSpan>,
         engine: &dyn Engine,
     ) -> Result<Value, ExecError> {
+        if let Some(bound) = self.bound.get(name) {
+            return self.call_bound(name, bound, args, span);
+        }
         if self.externs.get(name).is_none()
             && let Some(b) = standard_extern(name)
         {
@@ -298,6 +330,38 @@ impl Host {
             )
         })?;
         f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+    }
+}
+
+/// A bound extern: where its tool is, and the types its call converts.
+struct BoundExtern {
+    binding: Binding,
+    params: Vec<ParamDesc>,
+    ret: TypeDesc,
+}
+
+impl Host {
+    /// Calls a tool outside the host: an MCP server's, or a standard tool.
+    fn call_bound(
+        &self,
+        name: &str,
+        bound: &BoundExtern,
+        args: &[Value],
+        span: Option<SrcSpan>,
+    ) -> Result<Value, ExecError> {
+        let result = match &bound.binding {
+            Binding::Mcp { server, tool } => self.tokio.block_on(self.tools.call_mcp(
+                server,
+                tool,
+                &bound.params,
+                &bound.ret,
+                args,
+            )),
+            Binding::Std { module, tool } => Err(format!(
+                "the standard tool `{module}::{tool}` is not available in this build"
+            )),
+        };
+        result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
     }
 }
 

@@ -47,7 +47,7 @@ impl Host {
         if let Some(e) = m.externs.iter().find(|e| e.name == name) {
             let sig = ToolSig {
                 name: name.to_owned(),
-                doc: None,
+                doc: e.doc.clone(),
                 params: self.params(&e.params),
                 ret: self.desc(&e.ret),
                 compensate: None,

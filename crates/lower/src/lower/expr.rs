@@ -186,7 +186,10 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     _ => {
                         let label = self.label(inner);
                         let v = self.expr(inner);
-                        let function = self.f.name.clone();
+                        // What a tool returned is labelled with the tool, not the function.
+                        let function = self
+                            .tool_origin(inner)
+                            .unwrap_or_else(|| self.f.name.clone());
                         self.emit_void(
                             Op::Inject {
                                 ctx,
@@ -209,6 +212,26 @@ impl<'a, 'db> FnLower<'a, 'db> {
             ExprKind::ParallelFor { var, iter, body } => {
                 self.lower_parallel_for(e, var, iter, body, ty)
             }
+        }
+    }
+
+    /// The tool a value comes from, when it is a bound extern's result or a variable
+    /// that only ever held one (`let text = notes::read_file(p)`).
+    pub(super) fn tool_origin(&self, e: &Expr) -> Option<String> {
+        match &e.kind {
+            ExprKind::Paren(inner) => self.tool_origin(inner),
+            ExprKind::Call { .. } => match self.body.callees.get(e.id)? {
+                hir::body::Callee::Item(item) => self.m.origins.get(item).cloned(),
+                hir::body::Callee::Builtin(_) => None,
+            },
+            ExprKind::Path(_) => match self.body.resolutions.get(e.id)? {
+                Resolution::Local(local) => {
+                    let local = *self.locals.get(local)?;
+                    self.tool_values.get(&local).cloned()
+                }
+                _ => None,
+            },
+            _ => None,
         }
     }
 
@@ -252,10 +275,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     Resolution::Item(item) => self.m.funcs.get(item).copied(),
                     _ => None,
                 };
-                let tool = Const::Tool {
-                    name: name.to_owned(),
-                    function,
-                };
+                // An extern is called by its lowered name (`SERVER::name` when bound).
+                let name = match resolution {
+                    Resolution::Item(item) => self.m.externs.get(item).cloned(),
+                    _ => None,
+                }
+                .unwrap_or_else(|| name.to_owned());
+                let tool = Const::Tool { name, function };
                 self.emit(Op::Const(tool), Type::Tool, None)
             }
         }

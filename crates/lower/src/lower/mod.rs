@@ -20,6 +20,7 @@ use hir::infer::{BodyResult, check_body};
 use hir::{Database, Db, Item, ItemKind, Ty};
 use syntax::Span;
 use syntax::ast::{self, Expr};
+use syntax::binding::ExternBinding;
 
 use ir::*;
 
@@ -43,6 +44,8 @@ struct ModuleLower<'db> {
     funcs: HashMap<Item<'db>, FuncId>,
     types: HashMap<Item<'db>, TypeId>,
     externs: HashMap<Item<'db>, String>,
+    /// For each bound extern, how a context labels what it returns (`mcp:notes/read`).
+    origins: HashMap<Item<'db>, String>,
 }
 
 impl<'db> ModuleLower<'db> {
@@ -61,6 +64,7 @@ impl<'db> ModuleLower<'db> {
             funcs: HashMap::new(),
             types: HashMap::new(),
             externs: HashMap::new(),
+            origins: HashMap::new(),
         }
     }
 
@@ -96,11 +100,34 @@ impl<'db> ModuleLower<'db> {
                             })
                             .collect();
                         let ret = self.ty(&sig.ret);
-                        self.externs.insert(item, item.name(db).clone());
+                        let declared = item.name(db).clone();
+                        let binding = sig.binding.as_ref().map(|b| match b {
+                            ExternBinding::Mcp { server, .. } => Binding::Mcp {
+                                server: server.clone(),
+                                tool: b.tool(&declared).to_owned(),
+                            },
+                            ExternBinding::Std { module, tool } => Binding::Std {
+                                module: module.clone(),
+                                tool: tool.clone(),
+                            },
+                        });
+                        // A bound extern is called by its server's name and its own, so
+                        // two servers' tools of one name stay apart.
+                        let name = match &binding {
+                            Some(Binding::Mcp { server, .. }) => format!("{server}::{declared}"),
+                            Some(Binding::Std { module, .. }) => format!("{module}::{declared}"),
+                            None => declared,
+                        };
+                        if let Some(b) = &binding {
+                            self.origins.insert(item, b.origin());
+                        }
+                        self.externs.insert(item, name.clone());
                         self.module.externs.push(Extern {
-                            name: item.name(db).clone(),
+                            name,
                             params,
                             ret,
+                            doc: sig.doc.clone(),
+                            binding,
                         });
                     }
                     _ => {}
@@ -234,6 +261,8 @@ struct FnLower<'a, 'db> {
     body: &'db BodyResult<'db>,
     /// The variable of each hir local lowered so far.
     locals: HashMap<hir::body::LocalId, LocalId>,
+    /// Variables that hold what a bound extern returned, with its origin label.
+    tool_values: HashMap<LocalId, String>,
     f: Function,
     block: BlockId,
     loops: Vec<LoopTarget>,
@@ -305,6 +334,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
             item,
             file,
             locals: HashMap::new(),
+            tool_values: HashMap::new(),
             f,
             block: 0,
             loops: Vec::new(),

@@ -60,8 +60,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
         match &stmt.kind {
             StmtKind::Let { name, init, .. } => {
                 let ty = self.type_of(init);
+                let origin = self.tool_origin(init);
                 let v = self.expr(init);
                 let local = self.declare(init, &name.name, ty);
+                match origin {
+                    Some(origin) => self.tool_values.insert(local, origin),
+                    None => self.tool_values.remove(&local),
+                };
                 self.emit_void(Op::Store(local, v), None);
             }
             StmtKind::Assign { target, op, value } => {
@@ -73,6 +78,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 });
                 let local = self.local(assigned);
                 let ty = self.f.locals[local as usize].ty.clone();
+                // The variable keeps its tool's label only while every value it is
+                // given comes from that tool.
+                if self.tool_origin(value) != self.tool_values.get(&local).cloned()
+                    || *op != ast::AssignOp::Assign
+                {
+                    self.tool_values.remove(&local);
+                }
                 if *op == ast::AssignOp::Assign
                     && let Some(update) = self.update_of(assigned, value)
                 {

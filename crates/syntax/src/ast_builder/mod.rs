@@ -96,11 +96,22 @@ impl<'s> Builder<'s> {
                 })
             }
             Rule::extern_fn => {
-                let mut it = children(body);
+                let mut it = children(body).peekable();
+                let binding = it
+                    .next_if(|p| p.as_rule() == Rule::extern_binding)
+                    .map(|p| {
+                        let span = self.span(&p);
+                        (self.string(p.into_inner().next().unwrap()), span)
+                    });
                 let name = self.ident(it.next().unwrap());
                 let params = self.params(it.next().unwrap());
                 let ret = it.next().map(|p| self.type_expr(p));
-                ItemKind::ExternFn(ExternFn { name, params, ret })
+                ItemKind::ExternFn(ExternFn {
+                    binding,
+                    name,
+                    params,
+                    ret,
+                })
             }
             Rule::struct_item => {
                 let mut it = body.into_inner();

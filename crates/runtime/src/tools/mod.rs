@@ -1,0 +1,59 @@
+//! Tools outside the program: MCP servers' tools (the client, `sap.lock`, the importer),
+//! and how a tool's arguments and result cross into and out of sap values.
+
+pub mod import;
+pub mod lock;
+pub mod mcp;
+pub mod result;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::types::{ParamDesc, TypeDesc};
+use crate::value::Value;
+use mcp::McpServer;
+
+/// The tools a run can reach: its MCP servers by name.
+#[derive(Default)]
+pub struct Tools {
+    servers: HashMap<String, Arc<McpServer>>,
+    /// When the run's time budget ends: no tool call outlives it.
+    deadline: Option<Instant>,
+}
+
+impl Tools {
+    pub fn add_server(&mut self, server: McpServer) {
+        self.servers
+            .insert(server.name().to_owned(), Arc::new(server));
+    }
+
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Tools {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn has_server(&self, name: &str) -> bool {
+        self.servers.contains_key(name)
+    }
+
+    /// Calls `tool` of MCP server `server` with sap values, and reads the result as `ret`.
+    pub async fn call_mcp(
+        &self,
+        server: &str,
+        tool: &str,
+        params: &[ParamDesc],
+        ret: &TypeDesc,
+        args: &[Value],
+    ) -> Result<Value, String> {
+        let s = self.servers.get(server).ok_or_else(|| {
+            format!(
+                "no MCP server `{server}` is configured: add an [mcp.{server}] table to sap.toml"
+            )
+        })?;
+        let arguments = result::arguments(params, args)?;
+        let outcome = s.call(tool, arguments, self.deadline).await?;
+        result::value(&outcome.result, ret)
+            .map_err(|e| format!("MCP server `{server}`, tool `{tool}`: {e}"))
+    }
+}
