@@ -11,6 +11,7 @@ Tools (all with structured output unless noted):
   fail(msg) -> raises ToolError(msg)                 isError: true, text "Error executing tool fail: <msg>"
   slow(seconds: float) -> str                         sleeps (async, cancellable); {"result": "slept S"}
   shout(text: str) -> str                             text.upper(); NO outputSchema (plain text content only)
+  crash(code: int)                                    the process exits without answering
   (fail has no outputSchema either; bad arguments also give isError: true, not a JSON-RPC error)
 """
 
@@ -70,6 +71,14 @@ async def slow(seconds: float) -> str:
 def shout(text: str) -> str:
     """Return the text upper-cased."""
     return text.upper()
+
+
+@mcp.tool(structured_output=False)
+def crash(code: int) -> str:
+    """Exit the server process at once, without answering (to test restarts)."""
+    import os
+
+    os._exit(code)
 
 
 def main(argv: list[str]) -> None:

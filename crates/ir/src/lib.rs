@@ -269,6 +269,31 @@ pub enum Op {
 }
 
 impl Module {
+    /// The externs the code calls or passes as tools, by name.
+    pub fn used_externs(&self) -> std::collections::BTreeSet<&str> {
+        let mut used = std::collections::BTreeSet::new();
+        for inst in self
+            .functions
+            .iter()
+            .flat_map(|f| &f.blocks)
+            .flat_map(|b| &b.insts)
+        {
+            match &inst.op {
+                Op::CallExtern(name, _) => {
+                    used.insert(name.as_str());
+                }
+                Op::Const(Const::Tool {
+                    name,
+                    function: None,
+                }) => {
+                    used.insert(name.as_str());
+                }
+                _ => {}
+            }
+        }
+        used
+    }
+
     /// The functions running `main` can reach: through calls, `parallel for` bodies, and
     /// functions passed as tools (the `aot` executor calls them). In a module without
     /// `main`, every function.

@@ -128,15 +128,21 @@ fn list(name: &str, dir: &Path) -> Result<(), String> {
 }
 
 /// The MCP servers `module`'s bound externs call, from sap.toml, each expecting the tools
-/// the program declares (compared with sap.lock when it connects).
+/// the program uses (compared with sap.lock when it connects).
 pub fn tools_for(
     module: &Module,
     config: &Config,
     trace: Option<TraceSink>,
     deadline: Option<Instant>,
 ) -> Result<Tools, String> {
+    // Only the tools the code uses are looked for on their servers.
+    let used = module.used_externs();
     let mut wanted: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for e in &module.externs {
+    for e in module
+        .externs
+        .iter()
+        .filter(|e| used.contains(e.name.as_str()))
+    {
         if let Some(Binding::Mcp { server, tool }) = &e.binding {
             if !config.mcp.contains_key(server) {
                 return Err(format!(

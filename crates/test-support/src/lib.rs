@@ -8,6 +8,7 @@ use std::fmt::Write;
 
 pub mod fixtures;
 pub mod http;
+pub mod mcp;
 pub mod mutate;
 pub mod snapshot;
 

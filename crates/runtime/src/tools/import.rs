@@ -12,7 +12,7 @@
 //! original kept in the binding (`extern "mcp:everything/get-sum" fn get_sum`). A tool
 //! whose parameter names are not identifiers takes its arguments as one `Json` object.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use rmcp::model::Tool;
@@ -48,6 +48,7 @@ pub fn import_module(server: &str, tools: &[Tool]) -> Imported {
     let mut generator = Gen {
         types: String::new(),
         type_names: BTreeSet::new(),
+        enums: BTreeMap::new(),
     };
     let mut fns = String::new();
     let mut out_tools = Vec::new();
@@ -66,7 +67,11 @@ pub fn import_module(server: &str, tools: &[Tool]) -> Imported {
         let ret = match &tool.output_schema {
             Some(schema) => {
                 let schema = JsonValue::Object((**schema).clone());
-                generator.ty(&format!("{base}Result"), &schema, true)
+                match wrapped_result(&schema) {
+                    // `{"result": X}` (how SDKs wrap a plain result) reads as an X.
+                    Some(inner) => generator.ty(&format!("{base}Result"), inner, true),
+                    None => generator.ty(&format!("{base}Result"), &schema, true),
+                }
             }
             None => "String".to_owned(),
         };
@@ -125,6 +130,8 @@ struct Gen {
     /// The struct and enum declarations written so far.
     types: String,
     type_names: BTreeSet<String>,
+    /// Enums written so far, by their values.
+    enums: BTreeMap<String, String>,
 }
 
 impl Gen {
@@ -231,7 +238,14 @@ impl Gen {
         let variants: Option<Vec<&str>> = values.iter().map(JsonValue::as_str).collect();
         match variants {
             Some(variants) if !variants.is_empty() && variants.iter().all(|v| is_identifier(v)) => {
+                // One enum for one set of values (a parameter and a result field often
+                // share it).
+                let key = variants.join(",");
+                if let Some(existing) = self.enums.get(&key) {
+                    return existing.clone();
+                }
                 let name = self.type_name(name);
+                self.enums.insert(key, name.clone());
                 if let Some(doc) = description(schema) {
                     doc_lines(&mut self.types, &doc, "");
                 }
@@ -285,6 +299,13 @@ impl Gen {
         }
         unique(name, &mut self.type_names)
     }
+}
+
+/// The schema of `result` when `schema` is an object with that one property, required.
+fn wrapped_result(schema: &JsonValue) -> Option<&JsonValue> {
+    let props = schema.get("properties")?.as_object()?;
+    let only = props.get("result")?;
+    (props.len() == 1 && required(schema).contains("result")).then_some(only)
 }
 
 fn required(schema: &JsonValue) -> BTreeSet<String> {

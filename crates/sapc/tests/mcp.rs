@@ -1,0 +1,450 @@
+//! MCP tools against real servers no one here wrote: `@modelcontextprotocol/server-everything`
+//! and `server-filesystem` from npm, and a server on the Python `mcp` SDK
+//! (`tests/mcp/py_server.py`), installed by `tools/mcp/setup.sh`. Each test works in a
+//! folder of its own with a `sap.toml`, as a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use test_support::mcp::{node_server, python};
+
+struct Project {
+    dir: PathBuf,
+}
+
+impl Project {
+    fn new(name: &str, toml: &str) -> Project {
+        let dir = std::env::temp_dir().join(format!("sap-mcp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("sap.toml"), toml).unwrap();
+        Project { dir }
+    }
+
+    fn write(&self, file: &str, text: &str) -> &Project {
+        std::fs::write(self.dir.join(file), text).unwrap();
+        self
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file)).unwrap()
+    }
+
+    fn sapc(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .current_dir(&self.dir)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("sapc runs")
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+}
+
+fn everything_toml() -> String {
+    let (node, entry) = node_server("everything");
+    format!("[mcp.everything]\ncommand = \"{node}\"\nargs = [\"{entry}\"]\n")
+}
+
+fn py_toml(extra: &str) -> String {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_server.py");
+    format!(
+        "[mcp.py]\ncommand = \"{}\"\nargs = [\"{}\"]\n{extra}",
+        python(),
+        server.display()
+    )
+}
+
+#[test]
+fn server_everything_is_imported_and_its_tools_called_with_typed_results() {
+    let p = Project::new("everything", &everything_toml());
+    let out = p.sapc(&["mcp", "import", "everything"]);
+    ok(&out);
+    let module = p.read("everything.sap");
+    // Names that are not identifiers are mapped, the original kept in the binding; the
+    // description is the doc comment; an output schema is a struct.
+    assert!(
+        module.contains(
+            "/// Returns the sum of two numbers\nextern \"mcp:everything/get-sum\" fn get_sum("
+        ),
+        "{module}"
+    );
+    assert!(
+        module.contains("extern \"mcp:everything\" fn echo("),
+        "{module}"
+    );
+    assert!(
+        module.contains(") -> GetStructuredContentResult;"),
+        "{module}"
+    );
+    assert!(
+        module.contains("struct GetStructuredContentResult {"),
+        "{module}"
+    );
+    let lock = p.read("sap.lock");
+    assert!(
+        lock.contains("\"get-sum\"") && lock.contains("sha256:"),
+        "{lock}"
+    );
+
+    let listed = p.sapc(&["mcp", "list", "everything"]);
+    ok(&listed);
+    assert!(
+        stdout(&listed)
+            .contains("extern \"mcp:everything/get-sum\" fn get_sum(a: f64, b: f64) -> String;"),
+        "{}",
+        stdout(&listed)
+    );
+
+    p.write(
+        "main.sap",
+        r#"use everything
+
+fn main() {
+    print(everything::echo("hello"));
+    print(everything::get_sum(2.5, 4.0));
+    let weather = everything::get_structured_content("New York");
+    if weather.humidity >= 0.0 {
+        print(to_string(weather.conditions != ""));
+    }
+    // Reports progress while it runs: the time-out is reset by each notification.
+    print(everything::trigger_long_running_operation(Some(1.0), Some(4.0)));
+}
+"#,
+    );
+    ok(&p.sapc(&["check", "main.sap"]));
+    let run = p.sapc(&["run", "main.sap", "--trace", "trace.jsonl"]);
+    ok(&run);
+    assert_eq!(
+        stdout(&run),
+        "Echo: hello\nThe sum of 2.5 and 4 is 6.5.\ntrue\nLong running operation completed. Duration: 1 seconds, Steps: 4.\n"
+    );
+    let trace: Vec<serde_json::Value> = p
+        .read("trace.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(trace.len(), 4);
+    assert_eq!(trace[1]["server"], "mcp:everything");
+    assert_eq!(trace[1]["tool"], "get-sum");
+    assert_eq!(
+        trace[1]["arguments"],
+        serde_json::json!({"a": 2.5, "b": 4.0})
+    );
+    assert!(trace[1]["ms"].as_f64().unwrap() >= 0.0);
+    assert!(trace[1]["result_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_changed_or_vanished_tool_stops_the_run_and_says_to_reimport() {
+    let p = Project::new("lock", &everything_toml());
+    ok(&p.sapc(&["mcp", "import", "everything"]));
+    p.write(
+        "main.sap",
+        "use everything\n\nfn main() {\n    print(everything::get_sum(1.0, 2.0));\n}\n",
+    );
+    ok(&p.sapc(&["run", "main.sap"]));
+    // As if the server had changed since the import: the lock remembers another schema
+    // of `get-sum`, whose `b` was then called `c`.
+    let mut lock: serde_json::Value = serde_json::from_str(&p.read("sap.lock")).unwrap();
+    let entry = &mut lock["mcp"]["everything"]["tools"]["get-sum"];
+    let props = entry["input"]["properties"].as_object_mut().unwrap();
+    let b = props.remove("b").unwrap();
+    props.insert("c".into(), b);
+    entry["hash"] = "sha256:0000".into();
+    let lock = serde_json::to_string_pretty(&lock).unwrap();
+    p.write("sap.lock", &lock);
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let err = stderr(&run);
+    assert!(
+        err.contains("the schema of tool `get-sum` of MCP server `everything` changed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("parameter `c` was removed; parameter `b` was added"),
+        "{err}"
+    );
+    assert!(err.contains("mcp import everything"), "{err}");
+    // A declared tool the server does not have.
+    p.write(
+        "main.sap",
+        "extern \"mcp:everything\" fn teleport(to: String) -> String;\n\nfn main() {\n    print(teleport(\"mars\"));\n}\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr(&run).contains("no longer has the tool `teleport`"),
+        "{}",
+        stderr(&run)
+    );
+    assert!(stderr(&run).contains("main.sap:4"), "{}", stderr(&run));
+}
+
+#[test]
+fn server_filesystem_reads_a_folder() {
+    let (node, entry) = node_server("filesystem");
+    let p = Project::new("fs", "");
+    std::fs::create_dir_all(p.dir.join("notes")).unwrap();
+    p.write("notes/a.md", "alpha\n")
+        .write("notes/b.md", "beta\n");
+    p.write(
+        "sap.toml",
+        &format!("[mcp.files]\ncommand = \"{node}\"\nargs = [\"{entry}\", \"notes\"]\n"),
+    );
+    ok(&p.sapc(&["mcp", "import", "files"]));
+    let module = p.read("files.sap");
+    assert!(module.contains("fn read_text_file("), "{module}");
+    assert!(module.contains("fn list_directory("), "{module}");
+    p.write(
+        "main.sap",
+        r#"use files
+
+fn main() {
+    // The server resolves relative paths in the folder it was given.
+    print(files::list_directory(".").content);
+    print(files::read_text_file("b.md", None, None).content);
+}
+"#,
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    ok(&run);
+    let out = stdout(&run);
+    assert!(
+        out.contains("[FILE] a.md") && out.contains("[FILE] b.md"),
+        "{out}"
+    );
+    assert!(out.contains("beta"), "{out}");
+}
+
+#[test]
+fn a_python_sdk_server_gives_structs_floats_and_located_errors() {
+    let p = Project::new("py", &py_toml(""));
+    ok(&p.sapc(&["mcp", "import", "py"]));
+    let module = p.read("py.sap");
+    // `{"result": X}` output schemas (how the SDK wraps a plain result) read as X; one
+    // enum serves the parameter and the result field.
+    assert!(
+        module.contains("extern \"mcp:py\" fn add(\n    a: f64,\n    b: f64,\n) -> f64;"),
+        "{module}"
+    );
+    assert!(module.contains(") -> DescribeResult;"), "{module}");
+    assert!(
+        module.contains("    level: DescribeLevel,\n    note: Option<String>,"),
+        "{module}"
+    );
+    p.write(
+        "main.sap",
+        r#"use py
+use py::DescribeLevel
+
+fn main() {
+    print(to_string(py::add(1.5, 2.25)));
+    let d = py::describe("lamp", ["a", "b"], DescribeLevel::high, None);
+    print(d.summary);
+    print(to_string(d.tag_count));
+    print(py::shout("quiet"));
+    print(py::fail("the disk is full"));
+}
+"#,
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert_eq!(stdout(&run), "3.75\nlamp [high] a,b\n2\nQUIET\n");
+    let err = stderr(&run);
+    assert!(err.contains("`py::fail` failed"), "{err}");
+    assert!(
+        err.contains("the tool reported an error") && err.contains("the disk is full"),
+        "{err}"
+    );
+    assert!(err.contains("main.sap:10"), "{err}");
+}
+
+#[test]
+fn a_result_that_does_not_fit_the_declaration_is_a_located_error() {
+    let p = Project::new("misfit", &py_toml(""));
+    p.write(
+        "main.sap",
+        "extern \"mcp:py\" fn add(a: f64, b: f64) -> Boolean;\n\nfn main() {\n    print(to_string(add(1.0, 2.0)));\n}\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = stderr(&run);
+    assert!(err.contains("does not fit the declared `Boolean`"), "{err}");
+    assert!(err.contains("main.sap:4"), "{err}");
+}
+
+#[test]
+fn a_slow_tool_times_out_and_a_dead_server_is_restarted_once() {
+    let p = Project::new("slow", &py_toml("timeout_seconds = 0.5\n"));
+    p.write(
+        "main.sap",
+        "extern \"mcp:py\" fn slow(seconds: f64) -> String;\n\nfn main() {\n    print(slow(30.0));\n}\n",
+    );
+    let started = std::time::Instant::now();
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = stderr(&run);
+    assert!(
+        err.contains("no answer in 0.5 s; the call was cancelled"),
+        "{err}"
+    );
+    // Not a hang: the call ended at its time-out, not at the tool's 30 s.
+    assert!(started.elapsed().as_secs() < 20);
+
+    p.write(
+        "main.sap",
+        r#"extern "mcp:py" fn crash(code: i64) -> String;
+extern "mcp:py" fn shout(text: String) -> String;
+
+fn main() {
+    print(shout("before"));
+    print(crash(3));
+}
+"#,
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr(&run).contains("the server closed the connection"),
+        "{}",
+        stderr(&run)
+    );
+}
+
+#[test]
+fn servers_that_cannot_be_used_are_clear_errors() {
+    // No such command.
+    let p = Project::new("bad", "[mcp.gone]\ncommand = \"/nonexistent/server\"\n");
+    p.write(
+        "main.sap",
+        "extern \"mcp:gone\" fn ping() -> String;\n\nfn main() {\n    print(ping());\n}\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr(&run).contains("cannot start MCP server `gone`"),
+        "{}",
+        stderr(&run)
+    );
+
+    // Not an MCP server: it writes text, then waits.
+    p.write(
+        "sap.toml",
+        "[mcp.gone]\ncommand = \"sh\"\nargs = [\"-c\", \"echo not json; echo 'bad line' >&2; sleep 30\"]\nstartup_timeout_seconds = 2\n",
+    );
+    let started = std::time::Instant::now();
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = stderr(&run);
+    assert!(err.contains("MCP server `gone`"), "{err}");
+    assert!(started.elapsed().as_secs() < 20, "{err}");
+
+    // A server that exits at once, with a message.
+    p.write(
+        "sap.toml",
+        "[mcp.gone]\ncommand = \"sh\"\nargs = [\"-c\", \"echo 'missing API key' >&2; exit 3\"]\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = stderr(&run);
+    assert!(
+        err.contains("failed its start-up handshake") && err.contains("missing API key"),
+        "{err}"
+    );
+
+    // A server that speaks another protocol version.
+    let fake = r#"
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "1999-01-01", "capabilities": {}, "serverInfo": {"name": "old", "version": "0"}}}), flush=True)
+"#;
+    p.write("old.py", fake);
+    p.write(
+        "sap.toml",
+        "[mcp.gone]\ncommand = \"python3\"\nargs = [\"old.py\"]\nstartup_timeout_seconds = 5\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = stderr(&run);
+    assert!(err.contains("MCP server `gone`"), "{err}");
+
+    // A binding to a server sap.toml does not have.
+    p.write(
+        "main.sap",
+        "extern \"mcp:elsewhere\" fn ping() -> String;\n\nfn main() {\n    print(ping());\n}\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(
+        stderr(&run).contains("has no [mcp.elsewhere] table"),
+        "{}",
+        stderr(&run)
+    );
+}
+
+#[test]
+fn streamable_http_servers_are_reached_by_url() {
+    let port = free_port();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_server.py");
+    let mut child = Command::new(python())
+        .arg(&server)
+        .args(["--http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until it listens.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTP server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let p = Project::new(
+        "http",
+        &format!(
+            "[mcp.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{PATH}}\" }}\n"
+        ),
+    );
+    let import = p.sapc(&["mcp", "import", "web"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    ok(&import);
+    assert!(p.read("web.sap").contains("extern \"mcp:web\" fn shout("));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

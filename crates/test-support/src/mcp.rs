@@ -1,0 +1,40 @@
+//! The real MCP servers the tests talk to, installed from the registries by
+//! `tools/mcp/setup.sh` into a cache outside the repository (once per test process).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The cache folder, after making sure the servers are installed. Panics with what to do
+/// when they cannot be: a test of a real server must not pass without one.
+pub fn cache() -> &'static Path {
+    static CACHE: OnceLock<PathBuf> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/mcp/setup.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed (it needs node/npm and python3 with network access to the registries):\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+/// `node` and the entry point of a reference server (`everything`, `filesystem`).
+pub fn node_server(name: &str) -> (String, String) {
+    let entry = cache()
+        .join("npm/node_modules/@modelcontextprotocol")
+        .join(format!("server-{name}"))
+        .join("dist/index.js");
+    ("node".to_owned(), entry.display().to_string())
+}
+
+/// The Python of the venv that has the `mcp` SDK.
+pub fn python() -> String {
+    cache().join("venv/bin/python").display().to_string()
+}

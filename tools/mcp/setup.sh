@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the real MCP servers the tests talk to, from the registries, into a cache
+# outside the repository (idempotent: a second run installs nothing):
+#   - @modelcontextprotocol/server-everything and server-filesystem (npm);
+#   - the Python `mcp` SDK (PyPI), for tests/mcp/py_server.py and its client.
+# Prints the cache folder. SAP_MCP_CACHE overrides ~/.cache/sap-mcp.
+set -euo pipefail
+CACHE="${SAP_MCP_CACHE:-$HOME/.cache/sap-mcp}"
+NPM_VERSION=2026.8.31
+MCP_PY_VERSION=2.3.0
+mkdir -p "$CACHE/npm"
+modules="$CACHE/npm/node_modules/@modelcontextprotocol"
+if [ ! -f "$modules/server-everything/dist/index.js" ] || [ ! -f "$modules/server-filesystem/dist/index.js" ]; then
+    npm install --prefix "$CACHE/npm" --no-audit --no-fund --loglevel=error \
+        "@modelcontextprotocol/server-everything@$NPM_VERSION" \
+        "@modelcontextprotocol/server-filesystem@$NPM_VERSION" >&2
+fi
+if ! "$CACHE/venv/bin/python" -c "import mcp" >/dev/null 2>&1; then
+    python3 -m venv "$CACHE/venv" >&2
+    "$CACHE/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION" >&2
+fi
+echo "$CACHE"
