@@ -12,6 +12,7 @@ Tools (all with structured output unless noted):
   slow(seconds: float) -> str                         sleeps (async, cancellable); {"result": "slept S"}
   shout(text: str) -> str                             text.upper(); NO outputSchema (plain text content only)
   crash(code: int)                                    the process exits without answering
+  bye() -> str                                        answers, then the process exits
   (fail has no outputSchema either; bad arguments also give isError: true, not a JSON-RPC error)
 """
 
@@ -79,6 +80,16 @@ def crash(code: int) -> str:
     import os
 
     os._exit(code)
+
+
+@mcp.tool(structured_output=False)
+def bye() -> str:
+    """Answer, then exit the server process a moment later (to test restarts)."""
+    import os
+    import threading
+
+    threading.Timer(0.1, lambda: os._exit(0)).start()
+    return "bye"
 
 
 def main(argv: list[str]) -> None:

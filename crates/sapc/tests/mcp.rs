@@ -328,11 +328,46 @@ fn main() {
     );
     let run = p.sapc(&["run", "main.sap"]);
     assert_eq!(run.status.code(), Some(1));
-    assert!(
-        stderr(&run).contains("the server closed the connection"),
-        "{}",
-        stderr(&run)
+    assert_eq!(stdout(&run), "BEFORE\n");
+    assert!(stderr(&run).contains("the server closed the connection"), "{}", stderr(&run));
+
+    // A server that exits between calls is started again, once.
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_server.py");
+    p.write(
+        "sap.toml",
+        &format!(
+            "{}\n[mcp.other]\ncommand = \"{}\"\nargs = [\"{}\"]\n",
+            py_toml(""),
+            python(),
+            server.display()
+        ),
     );
+    p.write(
+        "main.sap",
+        r#"extern "mcp:py" fn bye() -> String;
+extern "mcp:py" fn shout(text: String) -> String;
+extern "mcp:other" fn slow(seconds: f64) -> SlowResult;
+
+struct SlowResult {
+    result: String,
+}
+
+fn main() {
+    print(bye());
+    // Meanwhile the first server exits.
+    print(slow(1.0).result);
+    print(shout("after"));
+    print(bye());
+    print(slow(1.0).result);
+    print(shout("again"));
+}
+"#,
+    );
+    let run = p.sapc(&["run", "main.sap", "--trace", "t.jsonl"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert_eq!(stdout(&run), "bye\nslept 1.0\nAFTER\nbye\nslept 1.0\n");
+    assert!(stderr(&run).contains("exited again after it was restarted once"), "{}", stderr(&run));
+    assert_eq!(p.read("t.jsonl").matches("tool_server_restart").count(), 1);
 }
 
 #[test]
