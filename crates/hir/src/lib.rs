@@ -35,6 +35,9 @@ pub const PRELUDE: &[(&str, &str)] = &[
     ("aot", include_str!("../prelude/aot.sap")),
     ("anot", include_str!("../prelude/anot.sap")),
     ("got", include_str!("../prelude/got.sap")),
+    ("fs", include_str!("../prelude/fs.sap")),
+    ("http", include_str!("../prelude/http.sap")),
+    ("process", include_str!("../prelude/process.sap")),
 ];
 
 /// The path a prelude module's file has in a workspace: `<prelude>/aot.sap`.

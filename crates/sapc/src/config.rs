@@ -17,6 +17,9 @@ pub struct Config {
     /// `[mcp.NAME]`: the MCP servers whose tools `extern "mcp:NAME" fn`s call.
     #[serde(default)]
     pub mcp: BTreeMap<String, ServerConfig>,
+    /// `[permissions]`: what the standard tools may touch, besides the `--allow-*` flags.
+    #[serde(default)]
+    pub permissions: Permissions,
     /// The folder of the `sap.toml` read (where MCP commands start and `sap.lock` is);
     /// the program's folder when there is none.
     #[serde(skip)]
@@ -53,6 +56,20 @@ pub struct BudgetConfig {
     pub max_depth: Option<u32>,
     pub max_iterations: Option<u64>,
     pub max_model_iterations: Option<u64>,
+}
+
+/// `[permissions]`: folders relative to sap.toml's, hosts, programs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    #[serde(default)]
+    pub read: Vec<String>,
+    #[serde(default)]
+    pub write: Vec<String>,
+    #[serde(default)]
+    pub net: Vec<String>,
+    #[serde(default)]
+    pub run: Vec<String>,
 }
 
 /// The `sap.toml` beside the program, else the one in the current directory.

@@ -26,6 +26,7 @@ use runtime::{Budgets, Runtime, RuntimeConfig, Value};
 use crate::config::{Config, load_config};
 use crate::render::{Printer, SourceText};
 use crate::{cache, exit};
+use runtime::tools::standard::Grants;
 
 #[derive(clap::Args, Debug, Default)]
 pub struct RunArgs {
@@ -75,6 +76,18 @@ pub struct RunArgs {
     /// Iterations of one run of a `while` whose condition the model decides [default: 100].
     #[arg(long, value_name = "N")]
     pub max_model_iterations: Option<u64>,
+    /// Let the standard tools (`fs::read`, `fs::list`) read inside DIR (repeatable).
+    #[arg(long, value_name = "DIR", value_delimiter = ',')]
+    pub allow_read: Vec<String>,
+    /// Let `fs::write` write inside DIR (repeatable).
+    #[arg(long, value_name = "DIR", value_delimiter = ',')]
+    pub allow_write: Vec<String>,
+    /// Let `http::get` and `http::post` reach HOST, or only HOST:PORT (repeatable).
+    #[arg(long, value_name = "HOST[:PORT]", value_delimiter = ',')]
+    pub allow_net: Vec<String>,
+    /// Let `process::run` run PROGRAM, named as the program names it (repeatable).
+    #[arg(long, value_name = "PROGRAM", value_delimiter = ',')]
+    pub allow_run: Vec<String>,
     /// LLM calls and `parallel for` iterations in flight at once.
     #[arg(long)]
     pub concurrency: Option<usize>,
@@ -84,6 +97,30 @@ pub struct RunArgs {
     /// `jit` (native code, the default) or `eval` (the reference evaluator).
     #[arg(long, default_value = "jit")]
     pub engine: String,
+}
+
+/// What the standard tools may touch: the flags' grants (relative to the current
+/// directory) and sap.toml's (relative to its folder).
+fn grants(args: &RunArgs, config: &Config) -> Result<Grants, String> {
+    let mut g = Grants::default();
+    let here = Path::new(".");
+    let p = &config.permissions;
+    for (list, flags, configured) in [
+        (&mut g.read, &args.allow_read, &p.read),
+        (&mut g.write, &args.allow_write, &p.write),
+    ] {
+        for dir in flags {
+            Grants::add_dir(list, dir, here)?;
+        }
+        for dir in configured {
+            Grants::add_dir(list, dir, &config.dir)?;
+        }
+    }
+    for host in args.allow_net.iter().chain(&p.net) {
+        g.add_net(host)?;
+    }
+    g.run.extend(args.allow_run.iter().chain(&p.run).cloned());
+    Ok(g)
 }
 
 pub fn transcript_beside(program: &Path) -> PathBuf {
@@ -325,7 +362,8 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         None => None,
     };
     let deadline = budgets.max_wall_time.map(|d| started + d);
-    let tools = crate::mcp::tools_for(&module, &config, trace.clone(), deadline)?;
+    let tools = crate::mcp::tools_for(&module, &config, trace.clone(), deadline)?
+        .with_grants(grants(args, &config)?);
     let runtime = if calls_model {
         let provider = {
             let _guard = tokio.enter();

@@ -329,7 +329,11 @@ fn main() {
     let run = p.sapc(&["run", "main.sap"]);
     assert_eq!(run.status.code(), Some(1));
     assert_eq!(stdout(&run), "BEFORE\n");
-    assert!(stderr(&run).contains("the server closed the connection"), "{}", stderr(&run));
+    assert!(
+        stderr(&run).contains("the server closed the connection"),
+        "{}",
+        stderr(&run)
+    );
 
     // A server that exits between calls is started again, once.
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_server.py");
@@ -366,7 +370,11 @@ fn main() {
     let run = p.sapc(&["run", "main.sap", "--trace", "t.jsonl"]);
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert_eq!(stdout(&run), "bye\nslept 1.0\nAFTER\nbye\nslept 1.0\n");
-    assert!(stderr(&run).contains("exited again after it was restarted once"), "{}", stderr(&run));
+    assert!(
+        stderr(&run).contains("exited again after it was restarted once"),
+        "{}",
+        stderr(&run)
+    );
     assert_eq!(p.read("t.jsonl").matches("tool_server_restart").count(), 1);
 }
 

@@ -357,9 +357,9 @@ impl Host {
                 &bound.ret,
                 args,
             )),
-            Binding::Std { module, tool } => Err(format!(
-                "the standard tool `{module}::{tool}` is not available in this build"
-            )),
+            Binding::Std { module, tool } => self
+                .tokio
+                .block_on(self.tools.call_std(module, tool, &bound.ret, args)),
         };
         result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
     }

@@ -5,6 +5,7 @@ pub mod import;
 pub mod lock;
 pub mod mcp;
 pub mod result;
+pub mod standard;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,11 +14,14 @@ use std::time::Instant;
 use crate::types::{ParamDesc, TypeDesc};
 use crate::value::Value;
 use mcp::McpServer;
+use standard::Grants;
 
-/// The tools a run can reach: its MCP servers by name.
+/// The tools a run can reach: its MCP servers by name, and what the standard tools may
+/// touch.
 #[derive(Default)]
 pub struct Tools {
     servers: HashMap<String, Arc<McpServer>>,
+    grants: Grants,
     /// When the run's time budget ends: no tool call outlives it.
     deadline: Option<Instant>,
 }
@@ -26,6 +30,22 @@ impl Tools {
     pub fn add_server(&mut self, server: McpServer) {
         self.servers
             .insert(server.name().to_owned(), Arc::new(server));
+    }
+
+    pub fn with_grants(mut self, grants: Grants) -> Tools {
+        self.grants = grants;
+        self
+    }
+
+    /// Calls the standard tool `module::tool` (`fs::read`, …) within the grants.
+    pub async fn call_std(
+        &self,
+        module: &str,
+        tool: &str,
+        ret: &TypeDesc,
+        args: &[Value],
+    ) -> Result<Value, String> {
+        standard::call(&self.grants, module, tool, args, ret, self.deadline).await
     }
 
     pub fn with_deadline(mut self, deadline: Option<Instant>) -> Tools {
