@@ -39,6 +39,8 @@ pub struct Module {
     pub sites: Vec<LlmSite>,
     /// The function `sapc run` starts, if the module has a `main`.
     pub main: Option<FuncId>,
+    /// The program's `export fn`s, which `sapc mcp serve` offers as tools.
+    pub exports: Vec<FuncId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ mod config;
 mod mcp;
 mod render;
 mod run;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

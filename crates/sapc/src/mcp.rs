@@ -33,12 +33,16 @@ pub enum McpCommand {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// Serve the program's `export fn`s as MCP tools over standard input and output
+    /// (with `sapc run`'s flags for the provider, budgets and grants).
+    Serve(Box<crate::run::RunArgs>),
 }
 
 pub fn run(command: McpCommand) -> u8 {
-    let result = match &command {
-        McpCommand::Import { name, dir } => import(name, dir),
-        McpCommand::List { name, dir } => list(name, dir),
+    let result = match command {
+        McpCommand::Import { name, dir } => import(&name, &dir),
+        McpCommand::List { name, dir } => list(&name, &dir),
+        McpCommand::Serve(args) => return crate::serve::serve(*args),
     };
     match result {
         Ok(()) => exit::OK,

@@ -319,80 +319,14 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             args.file.display()
         ));
     }
-    let externs = Externs::default().with_calculator();
-    externs.check(&module)?;
-
-    let budgets = Budgets {
-        max_calls: args.max_calls.or(config.budgets.max_calls),
-        max_tokens: args.max_tokens.or(config.budgets.max_tokens),
-        max_wall_time: args
-            .max_time
-            .or(config.budgets.max_time_seconds)
-            .map(|s| Duration::from_secs_f64(s.max(0.0))),
-    };
-    let limits = Limits {
-        max_depth: args
-            .max_depth
-            .or(config.budgets.max_depth)
-            .unwrap_or(Limits::default().max_depth),
-        max_loop_iterations: args
-            .max_iterations
-            .or(config.budgets.max_iterations)
-            .unwrap_or(Limits::default().max_loop_iterations),
-        max_model_iterations: args
-            .max_model_iterations
-            .or(config.budgets.max_model_iterations)
-            .unwrap_or(Limits::default().max_model_iterations),
-        concurrency: args
-            .concurrency
-            .or(config.provider.concurrency)
-            .unwrap_or(Limits::default().concurrency)
-            .max(1),
-    };
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let trace = match &args.trace {
-        Some(path) => Some(TraceSink::new(Box::new(
-            std::fs::File::create(path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))?,
-        ))),
-        None => None,
-    };
-    let deadline = budgets.max_wall_time.map(|d| started + d);
-    let tools = crate::mcp::tools_for(&module, &config, trace.clone(), deadline)?
-        .with_grants(grants(args, &config)?);
-    let runtime = if calls_model {
-        let provider = {
-            let _guard = tokio.enter();
-            provider(args, &config)?
-        };
-        let mut rt = Runtime::new(
-            provider,
-            RuntimeConfig {
-                budgets,
-                max_reasks: 2,
-            },
-        );
-        if let Some(trace) = &trace {
-            rt = rt.with_trace(trace.clone());
-        }
-        Some(Arc::new(rt))
-    } else {
-        None
-    };
     let texts = file_texts(&module, &inputs);
-    let host = Host::new(
-        module,
-        runtime.clone(),
-        tokio.handle().clone(),
-        externs,
-        limits,
-    )
-    .with_tools(Arc::new(tools))
-    .with_sources(
+    let (host, runtime) = host_for(args, &config, module, calls_model, started, &tokio)?;
+    let host = host.with_sources(
         texts
             .iter()
             .map(|t| t.as_ref().map(|(_, text)| text.clone()))
@@ -474,6 +408,86 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             Ok(exit::ERRORS)
         }
     }
+}
+
+/// The host a program runs in: externs, limits and budgets, the trace, the MCP servers
+/// and grants of its tools, and the LLM runtime when it calls the model.
+pub fn host_for(
+    args: &RunArgs,
+    config: &Config,
+    module: Arc<ir::Module>,
+    calls_model: bool,
+    started: Instant,
+    tokio: &tokio::runtime::Runtime,
+) -> Result<(Host, Option<Arc<Runtime>>), String> {
+    let externs = Externs::default().with_calculator();
+    externs.check(&module)?;
+
+    let budgets = Budgets {
+        max_calls: args.max_calls.or(config.budgets.max_calls),
+        max_tokens: args.max_tokens.or(config.budgets.max_tokens),
+        max_wall_time: args
+            .max_time
+            .or(config.budgets.max_time_seconds)
+            .map(|s| Duration::from_secs_f64(s.max(0.0))),
+    };
+    let limits = Limits {
+        max_depth: args
+            .max_depth
+            .or(config.budgets.max_depth)
+            .unwrap_or(Limits::default().max_depth),
+        max_loop_iterations: args
+            .max_iterations
+            .or(config.budgets.max_iterations)
+            .unwrap_or(Limits::default().max_loop_iterations),
+        max_model_iterations: args
+            .max_model_iterations
+            .or(config.budgets.max_model_iterations)
+            .unwrap_or(Limits::default().max_model_iterations),
+        concurrency: args
+            .concurrency
+            .or(config.provider.concurrency)
+            .unwrap_or(Limits::default().concurrency)
+            .max(1),
+    };
+    let trace = match &args.trace {
+        Some(path) => Some(TraceSink::new(Box::new(
+            std::fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?,
+        ))),
+        None => None,
+    };
+    let deadline = budgets.max_wall_time.map(|d| started + d);
+    let tools = crate::mcp::tools_for(&module, config, trace.clone(), deadline)?
+        .with_grants(grants(args, config)?);
+    let runtime = if calls_model {
+        let provider = {
+            let _guard = tokio.enter();
+            provider(args, config)?
+        };
+        let mut rt = Runtime::new(
+            provider,
+            RuntimeConfig {
+                budgets,
+                max_reasks: 2,
+            },
+        );
+        if let Some(trace) = &trace {
+            rt = rt.with_trace(trace.clone());
+        }
+        Some(Arc::new(rt))
+    } else {
+        None
+    };
+    let host = Host::new(
+        module,
+        runtime.clone(),
+        tokio.handle().clone(),
+        externs,
+        limits,
+    )
+    .with_tools(Arc::new(tools));
+    Ok((host, runtime))
 }
 
 /// A program: its main file and the modules beside it that it uses (`use m` or `m::`

@@ -491,3 +491,132 @@ fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+#[test]
+fn exported_functions_are_served_to_the_python_sdk_client() {
+    let p = Project::new("serve", "");
+    p.write(
+        "tools.sap",
+        r#"/// A word count.
+struct Count {
+    words: i64,
+    longest: String,
+}
+
+/// Counts the words of a text.
+export fn count_words(
+    /// The text to count.
+    text: String,
+) -> Count {
+    let words = split(text, " ");
+    let longest = "";
+    for w in words {
+        if len(w) > len(longest) {
+            longest = w;
+        }
+    }
+    Count { words: len(words), longest: longest }
+}
+
+/// Divides two integers.
+export fn divide(a: i64, b: i64) -> i64 {
+    a / b
+}
+
+fn not_offered() -> i64 {
+    1
+}
+"#,
+    );
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_client.py");
+    let out = Command::new(python())
+        .current_dir(&p.dir)
+        .arg(&client)
+        .arg(env!("CARGO_BIN_EXE_sapc"))
+        .arg("tools.sap")
+        .args(["count_words", r#"{"text": "a quick brown fox"}"#])
+        .args(["divide", r#"{"a": 7, "b": 2}"#])
+        .args(["divide", r#"{"a": 1, "b": 0}"#])
+        .args(["divide", r#"{"a": "x", "b": 0}"#])
+        .output()
+        .unwrap();
+    ok(&out);
+    let got: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = got["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["count_words", "divide"]);
+    assert_eq!(
+        got["tools"][0]["description"],
+        "Counts the words of a text."
+    );
+    assert_eq!(
+        got["tools"][0]["input"]["properties"]["text"],
+        serde_json::json!({"type": "string", "description": "The text to count."})
+    );
+    assert_eq!(
+        got["tools"][0]["output"]["required"],
+        serde_json::json!(["words", "longest"])
+    );
+    let calls = &got["calls"];
+    assert_eq!(
+        calls[0]["structured"],
+        serde_json::json!({"words": 4, "longest": "quick"})
+    );
+    assert_eq!(calls[1]["structured"], serde_json::json!({"value": 3}));
+    assert_eq!(calls[1]["text"], "3");
+    assert_eq!(calls[2]["isError"], true);
+    assert!(
+        calls[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("division by zero")
+    );
+    assert_eq!(calls[3]["isError"], true);
+    assert!(
+        calls[3]["text"]
+            .as_str()
+            .unwrap()
+            .contains("argument `a` of `divide`")
+    );
+}
+
+#[test]
+fn server_everything_in_its_streamable_http_mode() {
+    let port = free_port();
+    let (node, entry) = node_server("everything");
+    let mut child = Command::new(node)
+        .arg(entry)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server-everything did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let p = Project::new(
+        "everything-http",
+        &format!("[mcp.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    );
+    let import = p.sapc(&["mcp", "import", "everything"]);
+    p.write(
+        "main.sap",
+        "use everything\n\nfn main() {\n    print(everything::get_sum(40.0, 2.0));\n    print(to_string(everything::get_structured_content(\"Chicago\").humidity > 0.0));\n}\n",
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    ok(&import);
+    ok(&run);
+    assert_eq!(stdout(&run), "The sum of 40 and 2 is 42.\ntrue\n");
+}

@@ -77,6 +77,8 @@ impl Item {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fn {
+    /// `export fn`: offered as a tool by `sapc mcp serve`.
+    pub exported: bool,
     pub name: Ident,
     pub params: Vec<Param>,
     /// `None` when the signature has no `->`: the function returns `()`.

@@ -41,7 +41,8 @@ impl Printer {
         self.doc(&item.doc);
         match &item.kind {
             ItemKind::Fn(f) => {
-                let _ = write!(self.out, "(fn {}", f.name.name);
+                let export = if f.exported { "export-" } else { "" };
+                let _ = write!(self.out, "({export}fn {}", f.name.name);
                 self.params(&f.params);
                 self.ret(&f.ret);
                 self.indent += 1;

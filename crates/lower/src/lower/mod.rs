@@ -60,6 +60,7 @@ impl<'db> ModuleLower<'db> {
                 externs: Vec::new(),
                 sites: Vec::new(),
                 main: None,
+                exports: Vec::new(),
             },
             funcs: HashMap::new(),
             types: HashMap::new(),
@@ -80,6 +81,11 @@ impl<'db> ModuleLower<'db> {
                     ItemKind::Fn => {
                         let id = bodies.len() as FuncId;
                         self.funcs.insert(item, id);
+                        if Some(file) == program_file
+                            && matches!(&item.ast(db).kind, ast::ItemKind::Fn(f) if f.exported)
+                        {
+                            self.module.exports.push(id);
+                        }
                         bodies.push((item, file_index as u32));
                         if item.name(db) == "main"
                             && self.module.main.is_none()
@@ -177,6 +183,7 @@ impl<'db> ModuleLower<'db> {
                 externs: Vec::new(),
                 sites: Vec::new(),
                 main: None,
+                exports: Vec::new(),
             },
         )
     }

@@ -77,7 +77,8 @@ impl<'s> Builder<'s> {
         let body = inner.next().expect("grammar: item has a body");
         let kind = match body.as_rule() {
             Rule::fn_item => {
-                let mut it = body.into_inner();
+                let mut it = body.into_inner().peekable();
+                let exported = it.next_if(|p| p.as_rule() == Rule::kw_export).is_some();
                 let name = self.ident(it.next().unwrap());
                 let params = self.params(it.next().unwrap());
                 let mut ret = None;
@@ -89,6 +90,7 @@ impl<'s> Builder<'s> {
                     }
                 }
                 ItemKind::Fn(Fn {
+                    exported,
                     name,
                     params,
                     ret,
@@ -660,7 +662,7 @@ fn children(pair: Pair<'_, Rule>) -> impl Iterator<Item = Pair<'_, Rule>> {
     pair.into_inner().filter(|p| {
         !matches!(
             p.as_rule(),
-            Rule::kw_fn | Rule::kw_if | Rule::kw_in | Rule::kw_as | Rule::kw_for
+            Rule::kw_fn | Rule::kw_if | Rule::kw_in | Rule::kw_as | Rule::kw_for | Rule::kw_export
         )
     })
 }
