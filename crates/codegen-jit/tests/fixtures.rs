@@ -26,6 +26,7 @@ use ir::{Module, SrcSpan};
 use runtime::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, ProviderError};
 use runtime::provider::replay::ReplayProvider;
 use runtime::{Runtime, RuntimeConfig};
+use test_support::fixtures::{is_program, used_modules};
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -86,6 +87,13 @@ impl Fixture {
     }
 }
 
+/// Whether the program or a module it uses binds an extern to an MCP server.
+fn calls_mcp(path: &Path) -> bool {
+    std::iter::once(path.to_owned())
+        .chain(used_modules(path))
+        .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("extern \"mcp:")))
+}
+
 /// Every fixture: the examples (run from the repository root, as the README does) and
 /// the engine fixtures (each in a fresh directory of its own).
 fn fixtures() -> Vec<Fixture> {
@@ -96,6 +104,9 @@ fn fixtures() -> Vec<Fixture> {
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "sap"))
+            // A module the examples use is not a program; a program that calls an MCP
+            // server's tools runs in sapc's tests, which start the server.
+            .filter(|p| own_directory || (is_program(p) && !calls_mcp(p)))
             .collect();
         paths.sort();
         for path in paths {

@@ -9,11 +9,19 @@ fn lower_file(path: &Path) -> ir::Module {
         path.display().to_string(),
         std::fs::read_to_string(path).unwrap(),
     );
+    for module in test_support::fixtures::used_modules(path) {
+        db.add_file(
+            module.display().to_string(),
+            std::fs::read_to_string(&module).unwrap(),
+        );
+    }
     lower::lower_workspace(&db).unwrap_or_else(|| panic!("{} does not check", path.display()))
 }
 
 fn examples() -> Vec<PathBuf> {
-    test_support::fixtures::sap_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
+    test_support::fixtures::example_programs(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"),
+    )
 }
 
 #[test]

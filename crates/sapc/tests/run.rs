@@ -27,14 +27,10 @@ fn examples() -> PathBuf {
 /// Every example, by name: each `examples/NAME.sap` beside its expected output
 /// `NAME.out` (the engine fixtures in `codegen-jit` run them on both engines too).
 fn example_names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(examples())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sap"))
+    test_support::fixtures::example_programs(&examples())
+        .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+        .collect()
 }
 
 /// The scripted model for one example: answers by schema name, in order for repeated
@@ -89,6 +85,10 @@ fn script(example: &str) -> HashMap<&'static str, Vec<Value>> {
             "synthesize_result",
             vec![json!({ "value": "Start at La Colombe Fishtown, walk to the Philadelphia Museum of Art, and end at Elixr Coffee near Rittenhouse." })],
         );
+    }
+    if example == "mcp_notes" {
+        // By the note's content: the summaries are asked in parallel.
+        script.insert("summarize_note_result", Vec::new());
     }
     if matches!(example, "explicit_return" | "placeholders") {
         // These examples declare a smaller `Analysis`.
@@ -224,6 +224,9 @@ fn every_example_runs_offline_from_its_transcript() {
     if std::env::var_os("UPDATE_TRANSCRIPTS").is_some() {
         record_transcripts();
     }
+    // `mcp_notes` reads its notes through the reference filesystem server (by `npx`, from
+    // the npm cache the MCP test set-up fills).
+    test_support::mcp::cache();
     for name in example_names() {
         let file = examples().join(format!("{name}.sap"));
         let expected = std::fs::read_to_string(examples().join(format!("{name}.out")))
@@ -266,6 +269,14 @@ fn record_transcripts() {
             } else {
                 "La Colombe, then the museum, then Elixr."
             } })
+        } else if name == "summarize_note_result" {
+            json!(if last.contains("Kick-off") {
+                json!({ "topic": "the offline mode", "decisions": ["the first release syncs notes once an hour, not continuously.", "conflicts keep both versions and ask the user."], "open_questions": ["do we encrypt the local cache?"] })
+            } else if last.contains("Review") {
+                json!({ "topic": "the sync prototype", "decisions": ["keep hourly sync; add a \"sync now\" button."], "open_questions": ["what happens to a note deleted on one device and edited on another?"] })
+            } else {
+                json!({ "topic": "security", "decisions": ["the local cache is encrypted with the OS keychain's key."], "open_questions": ["do shared notebooks need a separate key?"] })
+            })
         } else if name == "judge_result" {
             // A rule stands in for the model when judging a cafe: a drive-through that
             // is good for kids and has no TV matches, a missing field is unknown.
@@ -292,7 +303,12 @@ fn record_transcripts() {
             "usage": { "prompt_tokens": 100, "completion_tokens": 20 },
         }))
     }));
+    // `UPDATE_TRANSCRIPTS=NAME` records only that example's.
+    let only = std::env::var("UPDATE_TRANSCRIPTS").unwrap_or_default();
     for name in example_names() {
+        if !only.is_empty() && only != "1" && only != name {
+            continue;
+        }
         let file = examples().join(format!("{name}.sap"));
         let transcript = examples().join(format!("{name}.transcript.jsonl"));
         let _ = std::fs::remove_file(&transcript);

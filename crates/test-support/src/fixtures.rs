@@ -13,6 +13,45 @@ pub fn sap_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The example programs in `examples/`: its `.sap` files that have a `main` (the others
+/// are modules the programs use, such as an imported MCP server's `notes.sap`), sorted.
+pub fn example_programs(examples: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(examples)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "sap") && is_program(p))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Whether the file at `path` is a program (it has a `main`) rather than a module.
+pub fn is_program(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| text.contains("fn main("))
+}
+
+/// The modules beside `path` that its text `use`s (`use notes` → `notes.sap`).
+pub fn used_modules(path: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    sap_files(dir)
+        .into_iter()
+        .filter(|m| m.parent() == Some(dir) && !is_program(m))
+        .filter(|m| {
+            let stem = m.file_stem().unwrap_or_default().to_string_lossy();
+            text.lines().any(|l| {
+                let l = l.trim();
+                l == format!("use {stem}")
+                    || l.starts_with(&format!("use {stem}::"))
+                    || l == format!("use {stem};")
+            })
+        })
+        .collect()
+}
+
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

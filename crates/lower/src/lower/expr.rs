@@ -219,7 +219,8 @@ impl<'a, 'db> FnLower<'a, 'db> {
     /// that only ever held one (`let text = notes::read_file(p)`).
     pub(super) fn tool_origin(&self, e: &Expr) -> Option<String> {
         match &e.kind {
-            ExprKind::Paren(inner) => self.tool_origin(inner),
+            // A field of what a tool returned is still the tool's data.
+            ExprKind::Paren(inner) | ExprKind::Field { base: inner, .. } => self.tool_origin(inner),
             ExprKind::Call { .. } => match self.body.callees.get(e.id)? {
                 hir::body::Callee::Item(item) => self.m.origins.get(item).cloned(),
                 hir::body::Callee::Builtin(_) => None,
