@@ -13,6 +13,7 @@ Tools (all with structured output unless noted):
   shout(text: str) -> str                             text.upper(); NO outputSchema (plain text content only)
   crash(code: int)                                    the process exits without answering
   bye() -> str                                        answers, then the process exits
+  gather(n: int, wait: float) -> int                  waits (up to `wait` s) until n calls are in flight at once
   (fail has no outputSchema either; bad arguments also give isError: true, not a JSON-RPC error)
 """
 
@@ -90,6 +91,29 @@ def bye() -> str:
 
     threading.Timer(0.1, lambda: os._exit(0)).start()
     return "bye"
+
+
+_gathering = {"count": 0, "event": None}
+
+
+@mcp.tool()
+async def gather(n: int, wait: float) -> int:
+    """Wait until `n` calls of `gather` are in flight at once (at most `wait` s); return n.
+
+    Proves a client's calls are concurrent: calls made one after another never meet.
+    """
+    if _gathering["event"] is None or _gathering["event"].is_set():
+        _gathering["count"] = 0
+        _gathering["event"] = anyio.Event()
+    event = _gathering["event"]
+    _gathering["count"] += 1
+    if _gathering["count"] >= n:
+        event.set()
+    with anyio.move_on_after(wait):
+        await event.wait()
+    if not event.is_set():
+        raise ToolError(f"only {_gathering['count']} of {n} calls were in flight together")
+    return n
 
 
 def main(argv: list[str]) -> None:

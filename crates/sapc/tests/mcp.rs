@@ -620,3 +620,117 @@ fn server_everything_in_its_streamable_http_mode() {
     ok(&run);
     assert_eq!(stdout(&run), "The sum of 40 and 2 is 42.\ntrue\n");
 }
+
+#[test]
+fn tool_calls_under_parallel_for_are_in_flight_together() {
+    let p = Project::new("parallel", &py_toml(""));
+    p.write(
+        "main.sap",
+        r#"extern "mcp:py" fn gather(n: i64, wait: f64) -> i64;
+
+fn main() {
+    // Each call returns only once all eight are in flight at the server at once.
+    let met = parallel for i in [1, 2, 3, 4, 5, 6, 7, 8] {
+        gather(8, 10.0)
+    }
+    print(to_string(met));
+}
+"#,
+    );
+    let run = p.sapc(&["run", "main.sap", "--concurrency", "8"]);
+    ok(&run);
+    assert_eq!(stdout(&run), "[8,8,8,8,8,8,8,8]\n");
+    // One at a time, they never meet: the server says so.
+    p.write("main.sap", &p.read("main.sap").replace("10.0", "1.0"));
+    let run = p.sapc(&["run", "main.sap", "--concurrency", "1"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr(&run).contains("only 1 of 8 calls were in flight together"),
+        "{}",
+        stderr(&run)
+    );
+}
+
+/// A scripted OpenAI-compatible model that gives `answers` in order.
+fn scripted_model(
+    answers: Vec<serde_json::Value>,
+) -> (tokio::runtime::Runtime, test_support::http::MockServer) {
+    use test_support::http::{MockServer, Reply};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start(move |_, i| {
+        let answer = answers[i.min(answers.len() - 1)].clone();
+        Reply::json(serde_json::json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": answer.to_string() }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 10, "completion_tokens": 5 },
+        }))
+    }));
+    (rt, server)
+}
+
+#[test]
+fn mcp_tools_are_offered_to_the_model_in_select_and_in_aot_plans() {
+    let p = Project::new("offered", &py_toml(""));
+    ok(&p.sapc(&["mcp", "import", "py"]));
+    p.write(
+        "main.sap",
+        r#"use py
+use aot
+
+fn respond(ctx: Context, request: String) -> String {
+    request!
+    select {
+        py::shout(_) as loud => loud,
+        py::add(_, _) as sum => to_string(sum)
+    }
+}
+
+fn main(ctx: Context) {
+    print(respond(ctx, "Say hello loudly."));
+    let tools = [py::add, py::shout]
+    let plan = aot::plan(ctx, "Add 1.5 and 2, then 4 to that.", tools)
+    print(to_string(aot::execute(plan, tools)))
+}
+"#,
+    );
+    let (_rt, model) = scripted_model(vec![
+        serde_json::json!({ "choice": { "option": 0, "arguments": { "text": "hello" } } }),
+        serde_json::json!({ "atoms": [
+            { "id": 1, "kind": "tool", "name": "py::add", "input": { "a": 1.5, "b": 2.0 }, "dependsOn": [] },
+            { "id": 2, "kind": "tool", "name": "py::add", "input": { "a": "<result_of_1>", "b": 4.0 }, "dependsOn": [1] },
+            { "id": 3, "kind": "final", "name": "report", "dependsOn": [2] }
+        ] }),
+    ]);
+    let run = Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .current_dir(&p.dir)
+        .args([
+            "run",
+            "main.sap",
+            "--provider",
+            "openai",
+            "--model",
+            "scripted",
+            "--trace",
+            "t.jsonl",
+        ])
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
+        .env_remove("OPENAI_API_KEY")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    ok(&run);
+    assert_eq!(stdout(&run), "HELLO\n7.5\n");
+    // The model saw the tools' descriptions from the server.
+    let requests = model.requests();
+    assert!(
+        requests[0].body.contains("Return the text upper-cased."),
+        "{}",
+        requests[0].body
+    );
+    assert!(
+        requests[1].body.contains("Add two numbers."),
+        "{}",
+        requests[1].body
+    );
+    let trace = p.read("t.jsonl");
+    assert_eq!(trace.matches("\"event\":\"tool\"").count(), 3, "{trace}");
+}
