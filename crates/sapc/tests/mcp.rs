@@ -734,3 +734,30 @@ fn main(ctx: Context) {
     let trace = p.read("t.jsonl");
     assert_eq!(trace.matches("\"event\":\"tool\"").count(), 3, "{trace}");
 }
+
+#[test]
+fn progress_notifications_keep_a_long_call_alive() {
+    // A 2 s operation with a 0.8 s time-out: it reports progress every 0.5 s, and each
+    // report starts the time-out again.
+    let p = Project::new("progress", &format!("{}timeout_seconds = 0.8\n", everything_toml()));
+    p.write(
+        "main.sap",
+        r#"extern "mcp:everything/trigger-long-running-operation" fn long_operation(duration: Option<f64>, steps: Option<f64>) -> String;
+
+fn main() {
+    print(long_operation(Some(2.0), Some(4.0)));
+}
+"#,
+    );
+    let run = p.sapc(&["run", "main.sap"]);
+    ok(&run);
+    assert_eq!(
+        stdout(&run),
+        "Long running operation completed. Duration: 2 seconds, Steps: 4.\n"
+    );
+    // Without progress in between, the same time-out ends the call: one 2 s step.
+    p.write("main.sap", &p.read("main.sap").replace("Some(4.0)", "Some(1.0)"));
+    let run = p.sapc(&["run", "main.sap"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(stderr(&run).contains("no answer in 0.8 s; the call was cancelled"), "{}", stderr(&run));
+}
