@@ -308,7 +308,8 @@ fn wrapped_result(schema: &JsonValue) -> Option<&JsonValue> {
     (props.len() == 1 && required(schema).contains("result")).then_some(only)
 }
 
-fn required(schema: &JsonValue) -> BTreeSet<String> {
+/// The names a schema's `required` lists.
+pub(crate) fn required(schema: &JsonValue) -> BTreeSet<String> {
     schema
         .get("required")
         .and_then(JsonValue::as_array)

@@ -14,6 +14,8 @@ use rmcp::model::Tool;
 use serde_json::{Map, Value as JsonValue, json};
 use sha2::{Digest, Sha256};
 
+use super::import::required;
+
 /// What the lock holds of one tool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LockedTool {
@@ -47,16 +49,6 @@ impl LockedTool {
             s.get("properties")
                 .and_then(JsonValue::as_object)
                 .cloned()
-                .unwrap_or_default()
-        };
-        let required = |s: &JsonValue| -> Vec<String> {
-            s.get("required")
-                .and_then(JsonValue::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_owned))
-                        .collect()
-                })
                 .unwrap_or_default()
         };
         let (old, new) = (props(&self.input), props(&now.input));

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, Implementation, ServerResult, Tool,
+    ClientRequest, Implementation, ProtocolVersion, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -192,6 +192,8 @@ impl McpServer {
         let connection = self.connection().await?;
         let mut timeout = self.config.timeout();
         let mut total = timeout * 10;
+        // Whether the run's time budget, not the server's time-out, bounds the call.
+        let mut budget_bound = false;
         if let Some(deadline) = deadline {
             let left = deadline.saturating_duration_since(started);
             if left.is_zero() {
@@ -200,6 +202,7 @@ impl McpServer {
                     self.name
                 ));
             }
+            budget_bound = left < total;
             timeout = timeout.min(left);
             total = total.min(left);
         }
@@ -229,6 +232,12 @@ impl McpServer {
                 "MCP server `{}` answered the call to `{tool}` with something other than a tool result",
                 self.name
             )),
+            Err(ServiceError::Timeout { timeout }) if budget_bound && timeout == total => {
+                Err(format!(
+                    "MCP server `{}`, tool `{tool}`: the run's time budget (--max-time) ended during the call; it was cancelled",
+                    self.name
+                ))
+            }
             Err(e) => Err(self.error(Some(tool), &e, &connection)),
         };
         if let Some(trace) = &self.trace {
@@ -365,6 +374,23 @@ impl McpServer {
                 )
             })?
         };
+        // A server that answers with a protocol version this client does not know
+        // speaks another protocol: say so rather than wait for answers that will not
+        // come.
+        if let Some(info) = service.peer_info() {
+            let version = &info.protocol_version;
+            if !ProtocolVersion::KNOWN_VERSIONS.contains(version) {
+                let known: Vec<String> = ProtocolVersion::KNOWN_VERSIONS
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect();
+                return Err(format!(
+                    "MCP server `{}` speaks protocol version {version}, which sap's client does not: it speaks {}",
+                    self.name,
+                    known.join(", ")
+                ));
+            }
+        }
         let listed = service.list_all_tools().await.map_err(|e| {
             format!(
                 "MCP server `{}` did not list its tools: {e}{}",
