@@ -195,6 +195,9 @@ builtins! {
     UnwrapOr "unwrap_or"(option: OPTION_T, default: T) -> T;
     /// The value; `None` is a runtime error.
     Unwrap "unwrap"(option: OPTION_T) -> T;
+    /// The value, declared trusted (declassified) for the reason given, a string
+    /// literal: it may then reach a `trusted` parameter. Recorded in the trace.
+    Trust "trust"(value: T, reason: STR) -> T;
     /// Whether the list holds `x`, or the text holds `part`.
     Contains "contains"(xs: LIST_T, x: T) -> Bool, also (text: STR, part: STR) -> Bool;
     /// Whether the text starts with `prefix`.

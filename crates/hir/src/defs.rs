@@ -17,6 +17,8 @@ use crate::type_lowering::TypeLowering;
 #[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
 pub struct ParamSig<'db> {
     pub name: String,
+    /// `trusted name: T`: only trusted arguments.
+    pub trusted: bool,
     pub ty: Ty<'db>,
     pub span: Span,
     pub doc: Option<String>,
@@ -34,6 +36,8 @@ pub struct Signature<'db> {
     pub is_extern: bool,
     /// Where an `extern "…" fn` lives; `None` for the host's externs and for functions.
     pub binding: Option<ExternBinding>,
+    /// `trusted extern fn`: its results are trusted.
+    pub trusted: bool,
     pub diagnostics: Vec<HirDiagnostic<'db>>,
     /// Type names in the signature and the items they name.
     pub type_refs: Vec<TypeRef<'db>>,
@@ -107,8 +111,12 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
                 "put in a `List` or an `Option`",
             ));
         }
+        if let (Some(at), Ty::Context) = (p.trusted, &ty) {
+            lowering.diagnostics.push(diag::trusted_context(item, at));
+        }
         sig_params.push(ParamSig {
             name: p.name.name.clone(),
+            trusted: p.trusted.is_some(),
             ty,
             span: p.span,
             doc: p.doc.as_ref().map(|d| d.text.clone()),
@@ -146,6 +154,7 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
         doc: ast_item.doc.as_ref().map(|d| d.text.clone()),
         is_extern,
         binding,
+        trusted: matches!(&ast_item.kind, ast::ItemKind::ExternFn(f) if f.trusted),
         type_refs: type_refs(&lowering),
         diagnostics: lowering.diagnostics,
     }

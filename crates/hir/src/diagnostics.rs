@@ -124,6 +124,9 @@ pub const EXTERN_CONTEXT: &str = "E0128";
 pub const UNKNOWN_IMPORT: &str = "E0129";
 pub const NOT_A_VALUE: &str = "E0130";
 pub const EXTERN_BINDING: &str = "E0131";
+pub const TRUSTED_CONTEXT: &str = "E0132";
+pub const TRUST_REASON: &str = "E0133";
+pub const UNTRUSTED_ARGUMENT: &str = "E0134";
 
 pub const UNUSED_VARIABLE: &str = "W0100";
 pub const UNUSED_CONTEXT: &str = "W0101";
@@ -166,6 +169,9 @@ pub const ALL_CODES: &[&str] = &[
     UNKNOWN_IMPORT,
     NOT_A_VALUE,
     EXTERN_BINDING,
+    TRUSTED_CONTEXT,
+    TRUST_REASON,
+    UNTRUSTED_ARGUMENT,
     UNUSED_VARIABLE,
     UNUSED_CONTEXT,
     UNBOUNDED_WHILE,
@@ -681,6 +687,46 @@ pub fn extern_context<'db>(base: Item<'db>, span: Span, name: &str) -> HirDiagno
 pub fn extern_binding<'db>(base: Item<'db>, span: Span, why: String) -> HirDiagnostic<'db> {
     error(base, EXTERN_BINDING, span, why, "this binding")
         .with_help("bind to an MCP server of sap.toml: `extern \"mcp:SERVER\" fn …`")
+}
+
+pub fn trusted_context<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
+    error(
+        base,
+        TRUSTED_CONTEXT,
+        span,
+        "a `Context` cannot be `trusted`".to_owned(),
+        "on a context parameter",
+    )
+    .with_help("a context is trusted or not by what was injected into it; mark the data parameters instead")
+}
+
+pub fn trust_reason<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
+    error(
+        base,
+        TRUST_REASON,
+        span,
+        "`trust` needs its reason, as a string literal".to_owned(),
+        "no reason given here",
+    )
+    .with_help("write why the value may be trusted: `trust(value, \"the user typed it\")`")
+}
+
+/// An untrusted value reaches a `trusted` parameter; `path` is the flow from its source.
+pub fn untrusted_argument<'db>(
+    base: Item<'db>,
+    span: Span,
+    sink: &str,
+    path: &str,
+    label: &str,
+) -> HirDiagnostic<'db> {
+    error(
+        base,
+        UNTRUSTED_ARGUMENT,
+        span,
+        format!("untrusted data reaches {sink}: {path}"),
+        label,
+    )
+    .with_help("read untrusted data in a sub-agent (`Context::new()`) and pass what it returns only to parameters that are not `trusted`; or declassify with `trust(value, \"why\")`")
 }
 
 pub fn not_a_value<'db>(base: Item<'db>, span: Span, what: &str) -> HirDiagnostic<'db> {

@@ -20,6 +20,7 @@ pub mod diagnostics;
 pub mod effects;
 pub mod infer;
 pub mod items;
+pub mod provenance;
 mod resolve;
 mod ty;
 mod type_lowering;
@@ -76,6 +77,7 @@ pub fn check_file(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
             ItemKind::Fn => {
                 add(&defs::fn_signature(db, item).diagnostics);
                 add(&infer::check_body(db, item).diagnostics);
+                add(provenance::provenance_diagnostics(db, item));
             }
             ItemKind::ExternFn => add(&defs::fn_signature(db, item).diagnostics),
             ItemKind::Struct => add(&defs::struct_def(db, item).diagnostics),

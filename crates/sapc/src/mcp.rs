@@ -161,7 +161,9 @@ pub fn tools_for(
                 .insert(tool.clone());
         }
     }
-    let mut tools = Tools::default().with_deadline(deadline);
+    let mut tools = Tools::default()
+        .with_deadline(deadline)
+        .with_trace(trace.clone());
     if wanted.is_empty() {
         return Ok(tools);
     }

@@ -88,6 +88,8 @@ pub struct Fn {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExternFn {
+    /// `trusted extern fn`: what it returns is trusted.
+    pub trusted: bool,
     /// The string of `extern "mcp:notes" fn`: where the tool lives, with its span.
     pub binding: Option<(String, Span)>,
     pub name: Ident,
@@ -98,6 +100,8 @@ pub struct ExternFn {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
     pub doc: Option<Doc>,
+    /// The span of `trusted` in `trusted name: T`.
+    pub trusted: Option<Span>,
     pub name: Ident,
     /// `None` for the slides' shorthand `fn f(Context, code)`; `hir` decides its meaning.
     pub ty: Option<TypeExpr>,

@@ -52,7 +52,8 @@ impl Printer {
                 self.out.push(')');
             }
             ItemKind::ExternFn(f) => {
-                let _ = write!(self.out, "(extern-fn {}", f.name.name);
+                let trusted = if f.trusted { "trusted-" } else { "" };
+                let _ = write!(self.out, "({trusted}extern-fn {}", f.name.name);
                 if let Some((binding, _)) = &f.binding {
                     let _ = write!(self.out, " (binding {binding:?})");
                 }
@@ -103,9 +104,10 @@ impl Printer {
                 self.out.push(' ');
             }
             self.doc(&p.doc);
+            let trusted = if p.trusted.is_some() { "trusted " } else { "" };
             match &p.ty {
                 Some(t) => {
-                    let _ = write!(self.out, "({} {})", p.name.name, ty(t));
+                    let _ = write!(self.out, "({trusted}{} {})", p.name.name, ty(t));
                 }
                 None => self.out.push_str(&p.name.name),
             }

@@ -188,8 +188,8 @@ impl Host {
         desc_of(&self.types, t)
     }
 
-    fn call_site(&self, site: &LlmSite) -> CallSite {
-        let span = site.span;
+    /// The file, line and column (1-based; 0 when the source is not known) of `span`.
+    pub fn location(&self, span: SrcSpan) -> (String, u32, u32) {
         let file = self
             .module
             .files
@@ -203,6 +203,12 @@ impl Host {
             }
             None => (0, 0),
         };
+        (file, line, column)
+    }
+
+    fn call_site(&self, site: &LlmSite) -> CallSite {
+        let span = site.span;
+        let (file, line, column) = self.location(span);
         CallSite {
             function: site.function.clone(),
             file,

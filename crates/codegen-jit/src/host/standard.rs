@@ -383,6 +383,18 @@ impl Host {
                 }
                 Ok(Value::Unit)
             }
+            (Builtin::Trust, [value, Value::Str(reason)]) => {
+                // A declassification is part of the record of the run.
+                let (file, line, column) = span.map(|s| self.location(s)).unwrap_or_default();
+                self.tools.record(&serde_json::json!({
+                    "event": "trust",
+                    "reason": reason.as_ref(),
+                    "file": file,
+                    "line": line,
+                    "column": column,
+                }));
+                Ok(value.clone())
+            }
             (Builtin::ModelLoop, [Value::Int(n)]) => {
                 let limit = self.limits.max_model_iterations;
                 if u64::try_from(*n).unwrap_or(0) > limit {

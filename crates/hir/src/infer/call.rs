@@ -148,6 +148,14 @@ impl<'a, 'db> Checker<'a, 'db> {
                 if b == Builtin::Contains && args.len() == 2 {
                     return self.contains_call(args[0], args[1]);
                 }
+                if b == Builtin::Trust {
+                    // A declassification says why, where it is written.
+                    let reason = args.get(1).map(|a| &a.kind);
+                    if !matches!(reason, Some(ExprKind::Str(s)) if !s.trim().is_empty()) {
+                        let at = args.get(1).map_or(span, |a| a.span);
+                        self.diagnostics.push(diag::trust_reason(self.item, at));
+                    }
+                }
                 let sig = crate::builtins::signature(b);
                 let vars: Vec<Ty<'db>> = (0..sig.generics).map(|_| self.fresh(false)).collect();
                 let params = sig

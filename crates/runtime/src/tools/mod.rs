@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::trace::TraceSink;
 use crate::types::{ParamDesc, TypeDesc};
 use crate::value::Value;
 use mcp::McpServer;
@@ -24,12 +25,26 @@ pub struct Tools {
     grants: Grants,
     /// When the run's time budget ends: no tool call outlives it.
     deadline: Option<Instant>,
+    /// The run's trace, for what the program records besides tool calls (`trust`).
+    trace: Option<TraceSink>,
 }
 
 impl Tools {
     pub fn add_server(&mut self, server: McpServer) {
         self.servers
             .insert(server.name().to_owned(), Arc::new(server));
+    }
+
+    pub fn with_trace(mut self, trace: Option<TraceSink>) -> Tools {
+        self.trace = trace;
+        self
+    }
+
+    /// Writes `event` to the run's trace, if it has one.
+    pub fn record(&self, event: &serde_json::Value) {
+        if let Some(trace) = &self.trace {
+            trace.record(event);
+        }
     }
 
     pub fn with_grants(mut self, grants: Grants) -> Tools {

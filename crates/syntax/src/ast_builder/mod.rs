@@ -98,7 +98,9 @@ impl<'s> Builder<'s> {
                 })
             }
             Rule::extern_fn => {
-                let mut it = children(body).peekable();
+                let mut it = body.into_inner().peekable();
+                let trusted = it.next_if(|p| p.as_rule() == Rule::kw_trusted).is_some();
+                let mut it = it.filter(|p| p.as_rule() != Rule::kw_fn).peekable();
                 let binding = it
                     .next_if(|p| p.as_rule() == Rule::extern_binding)
                     .map(|p| {
@@ -109,6 +111,7 @@ impl<'s> Builder<'s> {
                 let params = self.params(it.next().unwrap());
                 let ret = it.next().map(|p| self.type_expr(p));
                 ItemKind::ExternFn(ExternFn {
+                    trusted,
                     binding,
                     name,
                     params,
@@ -200,10 +203,14 @@ impl<'s> Builder<'s> {
                 let span = self.span(&p);
                 let mut it = p.into_inner().peekable();
                 let doc = self.docs(&mut it);
+                let trusted = it
+                    .next_if(|p| p.as_rule() == Rule::kw_trusted)
+                    .map(|p| self.span(&p));
                 let name = self.ident(it.next().unwrap());
                 let ty = it.next().map(|t| self.type_expr(t));
                 Param {
                     doc,
+                    trusted,
                     name,
                     ty,
                     span,

@@ -1,0 +1,747 @@
+//! Provenance: which values are untrusted, and whether one can steer a `trusted`
+//! parameter (docs/REFERENCE.md, "Provenance").
+//!
+//! Sources: what MCP tools, `fs::read`/`list`, `http::get`/`post`, `process::run` and
+//! `read_file` return (unless declared `trusted extern fn`). A value computed from an
+//! untrusted one is untrusted; so is a model's answer — an LLM function's result, a `_`,
+//! a `select`'s choice — while its context holds an untrusted value. A call that runs
+//! because of an untrusted value (in a branch or loop it decides, in the clause an
+//! untrusted `select` chose) counts as receiving untrusted arguments: control
+//! dependence, as in information-flow type systems. `trust(value, "why")` declassifies.
+//!
+//! The analysis is an abstract interpretation of each body over a small lattice — a
+//! value is clean, or carries a witness path from a source and/or from the function's
+//! parameters — with loops iterated to a fixed point and branches joined. Functions are
+//! summarized (which parameters reach the result, which reach a trusted sink, whether a
+//! sink is reachable at all), and the summaries are iterated over the whole program
+//! until they stop changing, so recursion converges. It is conservative: a loop's
+//! injections are dropped at the end of each iteration, as the context frame is, but
+//! every branch a value may have taken counts.
+
+use std::collections::{BTreeMap, HashMap};
+
+use syntax::ast::{self, Block, Expr, ExprKind, Stmt, StmtKind};
+use syntax::binding::ExternBinding;
+use syntax::{LineIndex, Span};
+
+use crate::Db;
+use crate::body::{Callee, LocalId, Resolution};
+use crate::builtins::Builtin;
+use crate::defs::{Signature, fn_signature};
+use crate::diagnostics::{self as diag, HirDiagnostic};
+use crate::infer::{BodyResult, check_body};
+use crate::items::{Item, ItemKind, SourceFile, Workspace, file_items, program_files};
+
+/// One step of the way an untrusted value went: what happened, and where.
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub struct Step {
+    pub what: String,
+    pub file: SourceFile,
+    pub offset: u32,
+}
+
+type Path = Vec<Step>;
+
+/// What a function does with trust, as its callers see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
+pub struct Summary {
+    /// The result is untrusted whatever the arguments (the path inside).
+    pub ret_source: Option<Path>,
+    /// Parameters whose taint reaches the result, with the steps inside.
+    pub ret_params: BTreeMap<u32, Path>,
+    /// Parameters whose taint reaches a `trusted` parameter inside: the steps, and the
+    /// sink (`` `pay(to:)` ``). No steps: the parameter is `trusted` itself.
+    pub sink_params: BTreeMap<u32, (Path, String)>,
+    /// A `trusted` parameter the function may reach at all, whatever the arguments (for
+    /// control dependence): the steps and the sink.
+    pub any_sink: Option<(Path, String)>,
+}
+
+impl Summary {
+    /// What the fixed point compares: paths are witnesses, not part of the result.
+    fn shape(&self) -> (bool, Vec<u32>, Vec<u32>, bool) {
+        (
+            self.ret_source.is_some(),
+            self.ret_params.keys().copied().collect(),
+            self.sink_params.keys().copied().collect(),
+            self.any_sink.is_some(),
+        )
+    }
+}
+
+/// The summaries of every function, and the violations found in each.
+#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
+pub struct Provenance<'db> {
+    pub summaries: HashMap<Item<'db>, Summary>,
+    pub diagnostics: HashMap<Item<'db>, Vec<HirDiagnostic<'db>>>,
+}
+
+#[salsa::tracked(returns(ref))]
+pub fn provenance<'db>(db: &'db dyn Db, workspace: Workspace) -> Provenance<'db> {
+    let mut functions = Vec::new();
+    for &file in program_files(db, workspace) {
+        for &item in &file_items(db, file).items {
+            if item.kind(db) == ItemKind::Fn {
+                functions.push(item);
+            }
+        }
+    }
+    let mut summaries: HashMap<Item<'db>, Summary> = HashMap::new();
+    // Summaries only grow (a parameter, a source or a sink is never taken back), so the
+    // iteration ends; the bound is a guard against a mistake, not a limit in practice.
+    for _ in 0..64 {
+        let mut changed = false;
+        for &f in &functions {
+            let (summary, _) = analyze(db, f, &summaries, false);
+            let old = summaries.get(&f).map(Summary::shape);
+            if old.as_ref() != Some(&summary.shape()) {
+                changed = true;
+            }
+            summaries.insert(f, summary);
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut diagnostics = HashMap::new();
+    for &f in &functions {
+        let (_, found) = analyze(db, f, &summaries, true);
+        if !found.is_empty() {
+            diagnostics.insert(f, found);
+        }
+    }
+    Provenance {
+        summaries,
+        diagnostics,
+    }
+}
+
+/// The violations found in `item`'s body.
+pub fn provenance_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> &'db [HirDiagnostic<'db>] {
+    provenance(db, db.workspace())
+        .diagnostics
+        .get(&item)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// A value's trust: clean, or untrusted because of a source and/or of parameters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Taint {
+    source: Option<Path>,
+    params: BTreeMap<u32, Path>,
+}
+
+impl Taint {
+    fn source(step: Step) -> Taint {
+        Taint {
+            source: Some(vec![step]),
+            params: BTreeMap::new(),
+        }
+    }
+
+    fn is_clean(&self) -> bool {
+        self.source.is_none() && self.params.is_empty()
+    }
+
+    fn join(&mut self, other: &Taint) {
+        if self.source.is_none() {
+            self.source.clone_from(&other.source);
+        }
+        for (p, path) in &other.params {
+            self.params.entry(*p).or_insert_with(|| path.clone());
+        }
+    }
+
+    fn joined(mut self, other: &Taint) -> Taint {
+        self.join(other);
+        self
+    }
+
+    fn then(mut self, step: &Step) -> Taint {
+        if let Some(p) = &mut self.source {
+            p.push(step.clone());
+        }
+        for path in self.params.values_mut() {
+            path.push(step.clone());
+        }
+        self
+    }
+
+    fn then_path(mut self, steps: &[Step]) -> Taint {
+        if let Some(p) = &mut self.source {
+            p.extend_from_slice(steps);
+        }
+        for path in self.params.values_mut() {
+            path.extend_from_slice(steps);
+        }
+        self
+    }
+
+    /// Same sources and parameters: what the loop fixed point compares.
+    fn same_shape(&self, other: &Taint) -> bool {
+        self.source.is_some() == other.source.is_some()
+            && self.params.keys().eq(other.params.keys())
+    }
+}
+
+/// One way through a branching expression, run from the state before it.
+type Branch<'r, A> = Box<dyn FnOnce(&mut A) -> Taint + 'r>;
+
+struct Analyzer<'a, 'db> {
+    db: &'db dyn Db,
+    item: Item<'db>,
+    name: String,
+    file: SourceFile,
+    base: u32,
+    body: &'db BodyResult<'db>,
+    summaries: &'a HashMap<Item<'db>, Summary>,
+    report: bool,
+    locals: Vec<Taint>,
+    /// The context the function's injections go to and its model calls see.
+    ctx: Option<LocalId>,
+    /// Control dependence: what decided that the code here runs.
+    pc: Taint,
+    ret: Taint,
+    summary: Summary,
+    diagnostics: Vec<HirDiagnostic<'db>>,
+}
+
+fn analyze<'db>(
+    db: &'db dyn Db,
+    item: Item<'db>,
+    summaries: &HashMap<Item<'db>, Summary>,
+    report: bool,
+) -> (Summary, Vec<HirDiagnostic<'db>>) {
+    let ast::ItemKind::Fn(f) = &item.ast(db).kind else {
+        return Default::default();
+    };
+    let sig = fn_signature(db, item);
+    let body = check_body(db, item);
+    let mut a = Analyzer {
+        db,
+        item,
+        name: item.name(db).clone(),
+        file: item.file(db),
+        base: item.offset(db),
+        body,
+        summaries,
+        report,
+        locals: vec![Taint::default(); body.locals.len()],
+        ctx: sig.context_param.map(|i| LocalId(i as u32)),
+        pc: Taint::default(),
+        ret: Taint::default(),
+        summary: Summary::default(),
+        diagnostics: Vec::new(),
+    };
+    // Each parameter starts as itself; a `trusted` one is a sink of its own.
+    for (i, p) in sig.params.iter().enumerate() {
+        if let Some(t) = a.locals.get_mut(i) {
+            t.params.insert(i as u32, Vec::new());
+        }
+        if p.trusted {
+            let sink = format!("`{}({}:)`", a.name, p.name);
+            a.summary
+                .sink_params
+                .insert(i as u32, (Vec::new(), sink.clone()));
+            a.summary.any_sink.get_or_insert((Vec::new(), sink));
+        }
+    }
+    let tail = a.block(&f.body);
+    a.ret.join(&tail.joined(&a.pc));
+    if body.is_llm_function {
+        // The model writes the result, from what its context holds.
+        if let Some(ctx) = a.ctx {
+            let step = a.step(format!("the answer of `{}`", a.name), f.name.span);
+            let answer = a.locals[ctx.0 as usize].clone().then(&step);
+            a.ret.join(&answer);
+        }
+    }
+    let ret = std::mem::take(&mut a.ret);
+    a.summary.ret_source = ret.source;
+    a.summary.ret_params = ret.params;
+    (a.summary, a.diagnostics)
+}
+
+impl<'db> Analyzer<'_, 'db> {
+    fn step(&self, what: String, span: Span) -> Step {
+        Step {
+            what,
+            file: self.file,
+            offset: self.base + span.start,
+        }
+    }
+
+    fn local(&self, id: LocalId) -> Taint {
+        self.locals.get(id.0 as usize).cloned().unwrap_or_default()
+    }
+
+    fn set(&mut self, id: LocalId, t: Taint) {
+        if let Some(slot) = self.locals.get_mut(id.0 as usize) {
+            *slot = t;
+        }
+    }
+
+    fn ctx_taint(&self) -> Taint {
+        self.ctx.map(|c| self.local(c)).unwrap_or_default()
+    }
+
+    fn block(&mut self, b: &Block) -> Taint {
+        let mut value = Taint::default();
+        for (i, stmt) in b.stmts.iter().enumerate() {
+            let v = self.stmt(stmt);
+            if i + 1 == b.stmts.len() {
+                value = v;
+            }
+        }
+        value
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Taint {
+        match &s.kind {
+            StmtKind::Let { init, .. } => {
+                let t = self.expr(init).joined(&self.pc);
+                if let Some(&local) = self.body.declared.get(init.id) {
+                    self.set(local, t);
+                }
+                Taint::default()
+            }
+            StmtKind::Assign { op, value, .. } => {
+                let t = self.expr(value).joined(&self.pc);
+                if let Some(&local) = self.body.assigned.get(value.id) {
+                    let t = if *op == ast::AssignOp::Assign {
+                        t
+                    } else {
+                        self.local(local).joined(&t)
+                    };
+                    self.set(local, t);
+                }
+                Taint::default()
+            }
+            StmtKind::Return(e) => {
+                let t = match e {
+                    Some(e) => self.expr(e),
+                    None => Taint::default(),
+                };
+                self.ret.join(&t.joined(&self.pc));
+                Taint::default()
+            }
+            StmtKind::Break | StmtKind::Continue => Taint::default(),
+            StmtKind::While { cond, body } => {
+                self.repeat(|a| {
+                    let c = a.expr(cond);
+                    let step = a.step("decides a `while` loop".to_owned(), cond.span);
+                    a.under(c.then(&step), |a| {
+                        a.block(body);
+                    });
+                });
+                Taint::default()
+            }
+            StmtKind::For { iter, body, .. } => {
+                let t = self.expr(iter);
+                let step = self.step("decides a `for` loop".to_owned(), iter.span);
+                let var = self.body.declared.get(iter.id).copied();
+                self.repeat(|a| {
+                    if let Some(var) = var {
+                        a.set(var, t.clone().joined(&a.pc));
+                    }
+                    a.under(t.clone().then(&step), |a| {
+                        a.block(body);
+                    });
+                });
+                Taint::default()
+            }
+            StmtKind::Expr(e) => self.expr(e),
+        }
+    }
+
+    /// Runs `f` with `decided` added to what decides that code runs.
+    fn under(&mut self, decided: Taint, f: impl FnOnce(&mut Self)) {
+        let saved = self.pc.clone();
+        self.pc.join(&decided);
+        f(self);
+        self.pc = saved;
+    }
+
+    /// A loop: its body until the locals stop changing, each iteration's injections
+    /// dropped at its end (a loop iteration is a context frame of its own).
+    fn repeat(&mut self, mut f: impl FnMut(&mut Self)) {
+        let ctx_at_entry = self.ctx_taint();
+        for _ in 0..16 {
+            let before = self.locals.clone();
+            f(self);
+            if let Some(ctx) = self.ctx {
+                self.set(ctx, ctx_at_entry.clone());
+            }
+            // Joined with what the loop started from: zero iterations are possible.
+            for (now, was) in self.locals.iter_mut().zip(&before) {
+                now.join(was);
+            }
+            if self
+                .locals
+                .iter()
+                .zip(&before)
+                .all(|(a, b)| a.same_shape(b))
+            {
+                break;
+            }
+        }
+    }
+
+    /// Runs each branch from the same state and joins what they leave.
+    fn branches(
+        &mut self,
+        runs: Vec<Branch<'_, Self>>,
+        exhaustive: bool,
+    ) -> Taint {
+        let start = self.locals.clone();
+        let mut joined_locals = if exhaustive {
+            None
+        } else {
+            Some(start.clone())
+        };
+        let mut value = Taint::default();
+        for run in runs {
+            self.locals = start.clone();
+            value.join(&run(self));
+            joined_locals = Some(match joined_locals {
+                None => self.locals.clone(),
+                Some(mut acc) => {
+                    for (a, b) in acc.iter_mut().zip(&self.locals) {
+                        a.join(b);
+                    }
+                    acc
+                }
+            });
+        }
+        if let Some(l) = joined_locals {
+            self.locals = l;
+        }
+        value
+    }
+
+    fn expr(&mut self, e: &Expr) -> Taint {
+        match &e.kind {
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Str(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Unit
+            | ExprKind::Placeholder => Taint::default(),
+            ExprKind::List(items) => {
+                let mut t = Taint::default();
+                for item in items {
+                    t.join(&self.expr(item));
+                }
+                t
+            }
+            ExprKind::StructLit { fields, .. } => {
+                let mut t = Taint::default();
+                for f in fields {
+                    if let Some(v) = &f.value {
+                        t.join(&self.expr(v));
+                    }
+                }
+                if let Some(shorthands) = self.body.shorthands.get(e.id) {
+                    for (_, r) in shorthands {
+                        if let Resolution::Local(l) = r {
+                            t.join(&self.local(*l));
+                        }
+                    }
+                }
+                t
+            }
+            ExprKind::Path(_) => match self.body.resolutions.get(e.id) {
+                Some(Resolution::Local(l)) => self.local(*l),
+                _ => Taint::default(),
+            },
+            ExprKind::Call { args, .. } => {
+                let args: Vec<&Expr> = args.iter().collect();
+                self.call(e, &args)
+            }
+            ExprKind::MethodCall { receiver, args, .. } => {
+                let all: Vec<&Expr> = std::iter::once(receiver.as_ref()).chain(args).collect();
+                self.call(e, &all)
+            }
+            ExprKind::Field { base, .. } => self.expr(base),
+            ExprKind::Index { base, index } => {
+                let b = self.expr(base);
+                b.joined(&self.expr(index))
+            }
+            ExprKind::Unary { operand, .. } => self.expr(operand),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                let l = self.expr(lhs);
+                l.joined(&self.expr(rhs))
+            }
+            ExprKind::Paren(inner) => self.expr(inner),
+            ExprKind::Inject(inner) => {
+                if !matches!(inner.kind, ExprKind::Str(_)) {
+                    let t = self.expr(inner).joined(&self.pc);
+                    if let Some(ctx) = self.ctx
+                        && !t.is_clean()
+                    {
+                        let step =
+                            self.step(format!("injected into `{}`'s context", self.name), e.span);
+                        let now = self.local(ctx).joined(&t.then(&step));
+                        self.set(ctx, now);
+                    }
+                }
+                Taint::default()
+            }
+            ExprKind::Block(b) => self.block(b),
+            ExprKind::If {
+                branches,
+                else_block,
+            } => {
+                // Each condition is evaluated only if the ones before it were false: it
+                // runs under them, and so does every later branch.
+                let mut decided = Taint::default();
+                let mut runs: Vec<Branch<'_, Self>> = Vec::new();
+                let mut conds = Vec::new();
+                for br in branches {
+                    let c = self.under_value(decided.clone(), |a| a.expr(&br.cond));
+                    let step = self.step("decides an `if`".to_owned(), br.cond.span);
+                    decided.join(&c.then(&step));
+                    conds.push(decided.clone());
+                }
+                for (br, d) in branches.iter().zip(conds) {
+                    runs.push(Box::new(move |a: &mut Self| {
+                        a.under_value(d, |a| a.block(&br.body))
+                    }));
+                }
+                if let Some(b) = else_block {
+                    let d = decided.clone();
+                    runs.push(Box::new(move |a: &mut Self| {
+                        a.under_value(d, |a| a.block(b))
+                    }));
+                }
+                let value = self.branches(runs, else_block.is_some());
+                value.joined(&decided)
+            }
+            ExprKind::Select { arms } => {
+                let step = self.step("`select`".to_owned(), e.span);
+                let choice = self.ctx_taint().then(&step);
+                let mut runs: Vec<Branch<'_, Self>> = Vec::new();
+                for arm in arms {
+                    let choice = choice.clone();
+                    runs.push(Box::new(move |a: &mut Self| {
+                        a.under_value(choice, |a| {
+                            let r = a.expr(&arm.call);
+                            if let Some(&local) = a.body.declared.get(arm.call.id) {
+                                let t = r.clone().joined(&a.pc);
+                                a.set(local, t);
+                            }
+                            a.expr(&arm.body)
+                        })
+                    }));
+                }
+                let value = self.branches(runs, true);
+                value.joined(&choice)
+            }
+            ExprKind::ParallelFor { iter, body, .. } => {
+                let t = self.expr(iter);
+                let step = self.step("decides a `parallel for`".to_owned(), iter.span);
+                let var = self.body.declared.get(iter.id).copied();
+                let mut value = Taint::default();
+                self.repeat(|a| {
+                    if let Some(var) = var {
+                        a.set(var, t.clone().joined(&a.pc));
+                    }
+                    let v = a.under_value(t.clone().then(&step), |a| a.block(body));
+                    value.join(&v);
+                });
+                value.joined(&t)
+            }
+        }
+    }
+
+    fn under_value(&mut self, decided: Taint, f: impl FnOnce(&mut Self) -> Taint) -> Taint {
+        let saved = self.pc.clone();
+        self.pc.join(&decided);
+        let v = f(self).joined(&self.pc);
+        self.pc = saved;
+        v
+    }
+
+    /// A call: the arguments' trust checked against the callee's `trusted` parameters
+    /// (and against its sinks when an untrusted value decided that it runs); its
+    /// result's trust.
+    fn call(&mut self, e: &Expr, args: &[&Expr]) -> Taint {
+        let mut taints = Vec::new();
+        for a in args {
+            let t = if matches!(a.kind, ExprKind::Placeholder) {
+                let step = self.step("`_` filled by the model".to_owned(), a.span);
+                self.ctx_taint().then(&step)
+            } else {
+                self.expr(a)
+            };
+            taints.push(t);
+        }
+        let Some(callee) = self.body.callees.get(e.id).copied() else {
+            return taints.iter().fold(Taint::default(), |t, a| t.joined(a));
+        };
+        let db = self.db;
+        match callee {
+            Callee::Builtin(Builtin::Trust) => Taint::default(),
+            Callee::Builtin(Builtin::ReadFile) => {
+                Taint::source(self.step("`read_file`".to_owned(), e.span))
+            }
+            Callee::Builtin(_) => taints.iter().fold(Taint::default(), |t, a| t.joined(a)),
+            Callee::Item(g) => {
+                let sig = fn_signature(db, g);
+                let gname = g.name(db).clone();
+                let summary = if sig.is_extern {
+                    extern_summary(sig, &gname)
+                } else {
+                    self.summaries.get(&g).cloned().unwrap_or_default()
+                };
+                // Arguments into parameters that reach a `trusted` one; what decided that
+                // the call runs counts as part of every argument.
+                let mut reported = false;
+                for (i, t) in taints.iter().enumerate() {
+                    let Some((suffix, sink)) = summary.sink_params.get(&(i as u32)) else {
+                        continue;
+                    };
+                    let Some(arg) = args.get(i) else { continue };
+                    let pname = sig.params.get(i).map_or("", |p| p.name.as_str());
+                    let path = if suffix.is_empty() {
+                        vec![self.step(sink.clone(), arg.span)]
+                    } else {
+                        let mut p =
+                            vec![self.step(format!("passed to `{gname}({pname}:)`"), arg.span)];
+                        p.extend_from_slice(suffix);
+                        p
+                    };
+                    let t = t.clone().joined(&self.pc);
+                    reported |=
+                        self.flow_to_sink(&t, &path, sink, arg.span, "this argument is untrusted");
+                }
+                // A call that runs because of an untrusted value, to a function that
+                // reaches a sink whatever its arguments.
+                if let Some((suffix, sink)) = &summary.any_sink {
+                    let mut path = vec![self.step(format!("`{gname}` runs because of it"), e.span)];
+                    path.extend_from_slice(suffix);
+                    if !reported {
+                        let pc = self.pc.clone();
+                        self.flow_to_sink(
+                            &pc,
+                            &path,
+                            sink,
+                            e.span,
+                            "this call runs because of untrusted data",
+                        );
+                    }
+                    if self.summary.any_sink.is_none() {
+                        let mut p = vec![self.step(format!("calls `{gname}`"), e.span)];
+                        p.extend_from_slice(suffix);
+                        self.summary.any_sink = Some((p, sink.clone()));
+                    }
+                }
+                // The result.
+                let mut out = Taint::default();
+                if let Some(path) = &summary.ret_source {
+                    let mut p = path.clone();
+                    if sig.is_extern {
+                        p = vec![self.step(format!("`{gname}`"), e.span)];
+                    } else {
+                        p.push(self.step(format!("returned by `{gname}`"), e.span));
+                    }
+                    out.source = Some(p);
+                }
+                for (i, inside) in &summary.ret_params {
+                    if let Some(t) = taints.get(*i as usize) {
+                        let ret = self.step(format!("returned by `{gname}`"), e.span);
+                        let t = if sig.is_extern {
+                            t.clone()
+                        } else {
+                            t.clone().then_path(inside).then(&ret)
+                        };
+                        out.join(&t);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Untrusted `t` reaching `sink` by `path`: a violation for a source, a summary
+    /// entry for a parameter. Whether a violation was reported.
+    fn flow_to_sink(
+        &mut self,
+        t: &Taint,
+        path: &[Step],
+        sink: &str,
+        span: Span,
+        label: &str,
+    ) -> bool {
+        for (p, inside) in &t.params {
+            let mut whole = inside.clone();
+            whole.extend_from_slice(path);
+            self.summary
+                .sink_params
+                .entry(*p)
+                .or_insert_with(|| (whole, sink.to_owned()));
+        }
+        let Some(source) = &t.source else {
+            return false;
+        };
+        if self.report {
+            let mut whole = source.clone();
+            whole.extend_from_slice(path);
+            let shown = show_path(self.db, &whole);
+            self.diagnostics.push(diag::untrusted_argument(
+                self.item, span, sink, &shown, label,
+            ));
+        }
+        true
+    }
+}
+
+/// What an extern does with trust: a bound tool's result is a source (unless declared
+/// `trusted extern fn`); a host extern's result follows its arguments; its `trusted`
+/// parameters are sinks.
+fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
+    let mut s = Summary::default();
+    let source = match &sig.binding {
+        Some(ExternBinding::Mcp { .. }) => true,
+        Some(ExternBinding::Std { module, tool }) => matches!(
+            (module.as_str(), tool.as_str()),
+            ("fs", "read") | ("fs", "list") | ("http", _) | ("process", "run")
+        ),
+        None => false,
+    };
+    if sig.trusted {
+        // Declared trusted: what it returns is the program's own.
+    } else if source {
+        s.ret_source = Some(Vec::new());
+    } else {
+        for i in 0..sig.params.len() {
+            s.ret_params.insert(i as u32, Vec::new());
+        }
+    }
+    for (i, p) in sig.params.iter().enumerate() {
+        if p.trusted {
+            let sink = format!("`{name}({}:)`", p.name);
+            s.sink_params.insert(i as u32, (Vec::new(), sink.clone()));
+            s.any_sink.get_or_insert((Vec::new(), sink));
+        }
+    }
+    s
+}
+
+/// "`inbox::read` (line 12) → injected into `triage`'s context (line 20) → …".
+fn show_path(db: &dyn Db, path: &[Step]) -> String {
+    let mut indexes: HashMap<SourceFile, LineIndex> = HashMap::new();
+    let parts: Vec<String> = path
+        .iter()
+        .map(|s| {
+            let text = s.file.text(db);
+            let index = indexes
+                .entry(s.file)
+                .or_insert_with(|| LineIndex::new(text));
+            let line = index.line_col(text, s.offset).line + 1;
+            format!("{} (line {line})", s.what)
+        })
+        .collect();
+    parts.join(" → ")
+}
