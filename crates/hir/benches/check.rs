@@ -74,5 +74,62 @@ fn recheck_after_edit(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cold_check, recheck_after_edit);
+/// The provenance analysis's share of a cold check (issue: ≤ 10%): the same 50,000-line
+/// check without the analysis, and the analysis alone on the checked program (forced:
+/// the program has no untrusted source, so `check_file` skips it).
+fn provenance_share(c: &mut Criterion) {
+    let text = test_support::program(50_000);
+    let mut group = c.benchmark_group("check");
+    group.sample_size(10);
+    group.bench_function("cold_50k_lines_without_provenance", |b| {
+        b.iter_batched(
+            || text.clone(),
+            |text| {
+                let mut db = hir::Database::default();
+                let file = db.add_file("bench.sap", text);
+                let mut n = 0;
+                for &item in &hir::items::file_items(&db, file).items {
+                    if item.kind(&db) == hir::ItemKind::Fn {
+                        n += hir::defs::fn_signature(&db, item).diagnostics.len();
+                        n += hir::infer::check_body(&db, item).diagnostics.len();
+                    }
+                }
+                black_box(n)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("cold_50k_lines_provenance_only", |b| {
+        b.iter_batched(
+            || {
+                // Everything else already checked: only the analysis is timed.
+                let mut db = hir::Database::default();
+                let file = db.add_file("bench.sap", text.clone());
+                let items = hir::items::file_items(&db, file).items.clone();
+                for &item in &items {
+                    if item.kind(&db) == hir::ItemKind::Fn {
+                        hir::infer::check_body(&db, item);
+                    }
+                }
+                (db, file)
+            },
+            |(db, file)| {
+                let mut n = 0;
+                for &item in &hir::items::file_items(&db, file).items {
+                    if item.kind(&db) == hir::ItemKind::Fn {
+                        // The analysis itself, past the gate that skips it for a program
+                        // with no source or no sink (as this one).
+                        n += hir::provenance::fn_analysis(&db, item).1.len();
+                    }
+                }
+                // Returned, so that dropping the database is not timed.
+                (db, black_box(n))
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cold_check, recheck_after_edit, provenance_share);
 criterion_main!(benches);

@@ -18,6 +18,7 @@
 //! injections are dropped at the end of each iteration, as the context frame is, but
 //! every branch a value may have taken counts.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use syntax::ast::{self, Block, Expr, ExprKind, Stmt, StmtKind};
@@ -35,7 +36,7 @@ use crate::items::{Item, ItemKind, SourceFile, Workspace, file_items, program_fi
 /// One step of the way an untrusted value went: what happened, and where.
 #[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
 pub struct Step {
-    pub what: String,
+    pub what: Cow<'static, str>,
     pub file: SourceFile,
     pub offset: u32,
 }
@@ -69,74 +70,171 @@ impl Summary {
     }
 }
 
-/// The summaries of every function, and the violations found in each.
-#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
-pub struct Provenance<'db> {
-    pub summaries: HashMap<Item<'db>, Summary>,
-    pub diagnostics: HashMap<Item<'db>, Vec<HirDiagnostic<'db>>>,
+/// What one function does with trust, and the violations in its body. Recursion is a
+/// cycle of these queries, which salsa iterates from an empty summary until the
+/// summaries stop growing.
+#[salsa::tracked(returns(ref), cycle_fn = analysis_recover, cycle_initial = analysis_initial)]
+pub fn fn_analysis<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<HirDiagnostic<'db>>) {
+    analyze(db, item)
 }
 
-#[salsa::tracked(returns(ref))]
-pub fn provenance<'db>(db: &'db dyn Db, workspace: Workspace) -> Provenance<'db> {
-    let mut functions = Vec::new();
+fn analysis_initial<'db>(
+    _db: &'db dyn Db,
+    _id: salsa::Id,
+    _item: Item<'db>,
+) -> (Summary, Vec<HirDiagnostic<'db>>) {
+    Default::default()
+}
+
+/// Converged when nothing but the witness paths changed (a path through recursion would
+/// otherwise grow by a step each round).
+fn analysis_recover<'db>(
+    _db: &'db dyn Db,
+    _cycle: &salsa::Cycle,
+    last: &(Summary, Vec<HirDiagnostic<'db>>),
+    value: (Summary, Vec<HirDiagnostic<'db>>),
+    _item: Item<'db>,
+) -> (Summary, Vec<HirDiagnostic<'db>>) {
+    if last.0.shape() == value.0.shape() {
+        last.clone()
+    } else {
+        value
+    }
+}
+
+/// What `item` (a function) does with trust, as its callers see it: a query of its own,
+/// so that an edit that leaves it unchanged does not re-analyze the callers.
+#[salsa::tracked(returns(ref), cycle_fn = summary_recover, cycle_initial = summary_initial)]
+pub fn fn_summary<'db>(db: &'db dyn Db, item: Item<'db>) -> Summary {
+    fn_analysis(db, item).0.clone()
+}
+
+fn summary_initial<'db>(_db: &'db dyn Db, _id: salsa::Id, _item: Item<'db>) -> Summary {
+    Summary::default()
+}
+
+fn summary_recover<'db>(
+    _db: &'db dyn Db,
+    _cycle: &salsa::Cycle,
+    last: &Summary,
+    value: Summary,
+    _item: Item<'db>,
+) -> Summary {
+    if last.shape() == value.shape() {
+        last.clone()
+    } else {
+        value
+    }
+}
+
+/// The violations found in `item`'s body. A program with no untrusted source or no
+/// `trusted` parameter has none, and is not analyzed.
+pub fn provenance_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> &'db [HirDiagnostic<'db>] {
+    if !has_sources_and_sinks(db, db.workspace()) {
+        return &[];
+    }
+    &fn_analysis(db, item).1
+}
+
+/// Whether the program has both an untrusted source (a bound tool, `read_file`) and a
+/// `trusted` parameter: only then can untrusted data reach one.
+#[salsa::tracked]
+pub fn has_sources_and_sinks(db: &dyn Db, workspace: Workspace) -> bool {
+    let (mut source, mut sink) = (false, false);
     for &file in program_files(db, workspace) {
         for &item in &file_items(db, file).items {
-            if item.kind(db) == ItemKind::Fn {
-                functions.push(item);
+            match item.kind(db) {
+                ItemKind::ExternFn => {
+                    let sig = fn_signature(db, item);
+                    source |= sig.binding.is_some() && !sig.trusted;
+                    sink |= sig.params.iter().any(|p| p.trusted);
+                }
+                ItemKind::Fn => {
+                    sink |= fn_signature(db, item).params.iter().any(|p| p.trusted);
+                    source |= check_body(db, item)
+                        .facts
+                        .calls
+                        .contains(&Callee::Builtin(Builtin::ReadFile));
+                }
+                _ => {}
             }
         }
     }
-    let mut summaries: HashMap<Item<'db>, Summary> = HashMap::new();
-    // Summaries only grow (a parameter, a source or a sink is never taken back), so the
-    // iteration ends; the bound is a guard against a mistake, not a limit in practice.
-    for _ in 0..64 {
-        let mut changed = false;
-        for &f in &functions {
-            let (summary, _) = analyze(db, f, &summaries, false);
-            let old = summaries.get(&f).map(Summary::shape);
-            if old.as_ref() != Some(&summary.shape()) {
-                changed = true;
-            }
-            summaries.insert(f, summary);
-        }
-        if !changed {
-            break;
-        }
-    }
-    let mut diagnostics = HashMap::new();
-    for &f in &functions {
-        let (_, found) = analyze(db, f, &summaries, true);
-        if !found.is_empty() {
-            diagnostics.insert(f, found);
-        }
-    }
-    Provenance {
-        summaries,
-        diagnostics,
-    }
-}
-
-/// The violations found in `item`'s body.
-pub fn provenance_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> &'db [HirDiagnostic<'db>] {
-    provenance(db, db.workspace())
-        .diagnostics
-        .get(&item)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
+    source && sink
 }
 
 /// A value's trust: clean, or untrusted because of a source and/or of parameters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Taint {
     source: Option<Path>,
-    params: BTreeMap<u32, Path>,
+    params: Params,
+}
+
+/// The parameters a value depends on, each with the steps since (most have none, and
+/// cost no allocation). Functions have at most 64 parameters that count; a 65th and
+/// later share the last bit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Params {
+    bits: u64,
+    /// The non-empty paths, by parameter.
+    paths: Vec<(u32, Path)>,
+}
+
+impl Params {
+    fn bit(i: u32) -> u64 {
+        1 << i.min(63)
+    }
+
+    fn one(i: u32) -> Params {
+        Params {
+            bits: Params::bit(i),
+            paths: Vec::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bits == 0
+    }
+
+    /// Each parameter with its path.
+    fn iter(&self) -> impl Iterator<Item = (u32, &[Step])> {
+        (0..64u32).filter(|i| self.bits & (1 << i) != 0).map(|i| {
+            let path = self
+                .paths
+                .iter()
+                .find(|(p, _)| *p == i)
+                .map_or(&[][..], |(_, path)| path.as_slice());
+            (i, path)
+        })
+    }
+
+    fn join(&mut self, other: &Params) {
+        for (i, path) in &other.paths {
+            if self.bits & Params::bit(*i) == 0 {
+                self.paths.push((*i, path.clone()));
+            }
+        }
+        self.bits |= other.bits;
+    }
+
+    fn extend(&mut self, steps: &[Step]) {
+        if self.bits == 0 || steps.is_empty() {
+            return;
+        }
+        for i in (0..64u32).filter(|i| self.bits & (1 << i) != 0) {
+            match self.paths.iter_mut().find(|(p, _)| *p == i) {
+                Some((_, path)) => path.extend_from_slice(steps),
+                None => self.paths.push((i, steps.to_vec())),
+            }
+        }
+    }
 }
 
 impl Taint {
     fn source(step: Step) -> Taint {
         Taint {
             source: Some(vec![step]),
-            params: BTreeMap::new(),
+            params: Params::default(),
         }
     }
 
@@ -148,9 +246,7 @@ impl Taint {
         if self.source.is_none() {
             self.source.clone_from(&other.source);
         }
-        for (p, path) in &other.params {
-            self.params.entry(*p).or_insert_with(|| path.clone());
-        }
+        self.params.join(&other.params);
     }
 
     fn joined(mut self, other: &Taint) -> Taint {
@@ -158,12 +254,21 @@ impl Taint {
         self
     }
 
+    /// A step every path takes: into a context, out of the model.
     fn then(mut self, step: &Step) -> Taint {
         if let Some(p) = &mut self.source {
             p.push(step.clone());
         }
-        for path in self.params.values_mut() {
-            path.push(step.clone());
+        self.params.extend(std::slice::from_ref(step));
+        self
+    }
+
+    /// A step recorded on the way from a source only: inside a function, the way from a
+    /// parameter is told by the sink it reaches (this keeps parameter paths, which are
+    /// everywhere, free of allocation).
+    fn then_source(mut self, step: &Step) -> Taint {
+        if let Some(p) = &mut self.source {
+            p.push(step.clone());
         }
         self
     }
@@ -172,31 +277,26 @@ impl Taint {
         if let Some(p) = &mut self.source {
             p.extend_from_slice(steps);
         }
-        for path in self.params.values_mut() {
-            path.extend_from_slice(steps);
-        }
+        self.params.extend(steps);
         self
     }
 
     /// Same sources and parameters: what the loop fixed point compares.
     fn same_shape(&self, other: &Taint) -> bool {
-        self.source.is_some() == other.source.is_some()
-            && self.params.keys().eq(other.params.keys())
+        self.source.is_some() == other.source.is_some() && self.params.bits == other.params.bits
     }
 }
 
 /// One way through a branching expression, run from the state before it.
 type Branch<'r, A> = Box<dyn FnOnce(&mut A) -> Taint + 'r>;
 
-struct Analyzer<'a, 'db> {
+struct Analyzer<'db> {
     db: &'db dyn Db,
     item: Item<'db>,
-    name: String,
+    name: &'db str,
     file: SourceFile,
     base: u32,
     body: &'db BodyResult<'db>,
-    summaries: &'a HashMap<Item<'db>, Summary>,
-    report: bool,
     locals: Vec<Taint>,
     /// The context the function's injections go to and its model calls see.
     ctx: Option<LocalId>,
@@ -207,12 +307,7 @@ struct Analyzer<'a, 'db> {
     diagnostics: Vec<HirDiagnostic<'db>>,
 }
 
-fn analyze<'db>(
-    db: &'db dyn Db,
-    item: Item<'db>,
-    summaries: &HashMap<Item<'db>, Summary>,
-    report: bool,
-) -> (Summary, Vec<HirDiagnostic<'db>>) {
+fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<HirDiagnostic<'db>>) {
     let ast::ItemKind::Fn(f) = &item.ast(db).kind else {
         return Default::default();
     };
@@ -221,12 +316,10 @@ fn analyze<'db>(
     let mut a = Analyzer {
         db,
         item,
-        name: item.name(db).clone(),
+        name: item.name(db),
         file: item.file(db),
         base: item.offset(db),
         body,
-        summaries,
-        report,
         locals: vec![Taint::default(); body.locals.len()],
         ctx: sig.context_param.map(|i| LocalId(i as u32)),
         pc: Taint::default(),
@@ -237,7 +330,7 @@ fn analyze<'db>(
     // Each parameter starts as itself; a `trusted` one is a sink of its own.
     for (i, p) in sig.params.iter().enumerate() {
         if let Some(t) = a.locals.get_mut(i) {
-            t.params.insert(i as u32, Vec::new());
+            t.params = Params::one(i as u32);
         }
         if p.trusted {
             let sink = format!("`{}({}:)`", a.name, p.name);
@@ -252,21 +345,27 @@ fn analyze<'db>(
     if body.is_llm_function {
         // The model writes the result, from what its context holds.
         if let Some(ctx) = a.ctx {
-            let step = a.step(format!("the answer of `{}`", a.name), f.name.span);
-            let answer = a.locals[ctx.0 as usize].clone().then(&step);
-            a.ret.join(&answer);
+            let answer = a.local(ctx);
+            if !answer.is_clean() {
+                let step = a.step(format!("the answer of `{}`", a.name), f.name.span);
+                a.ret.join(&answer.then(&step));
+            }
         }
     }
     let ret = std::mem::take(&mut a.ret);
     a.summary.ret_source = ret.source;
-    a.summary.ret_params = ret.params;
+    a.summary.ret_params = ret
+        .params
+        .iter()
+        .map(|(i, path)| (i, path.to_vec()))
+        .collect();
     (a.summary, a.diagnostics)
 }
 
-impl<'db> Analyzer<'_, 'db> {
-    fn step(&self, what: String, span: Span) -> Step {
+impl<'db> Analyzer<'db> {
+    fn step(&self, what: impl Into<Cow<'static, str>>, span: Span) -> Step {
         Step {
-            what,
+            what: what.into(),
             file: self.file,
             offset: self.base + span.start,
         }
@@ -330,8 +429,8 @@ impl<'db> Analyzer<'_, 'db> {
             StmtKind::While { cond, body } => {
                 self.repeat(|a| {
                     let c = a.expr(cond);
-                    let step = a.step("decides a `while` loop".to_owned(), cond.span);
-                    a.under(c.then(&step), |a| {
+                    let step = a.step("decides a `while` loop", cond.span);
+                    a.under(c.then_source(&step), |a| {
                         a.block(body);
                     });
                 });
@@ -339,13 +438,13 @@ impl<'db> Analyzer<'_, 'db> {
             }
             StmtKind::For { iter, body, .. } => {
                 let t = self.expr(iter);
-                let step = self.step("decides a `for` loop".to_owned(), iter.span);
+                let step = self.step("decides a `for` loop", iter.span);
                 let var = self.body.declared.get(iter.id).copied();
                 self.repeat(|a| {
                     if let Some(var) = var {
                         a.set(var, t.clone().joined(&a.pc));
                     }
-                    a.under(t.clone().then(&step), |a| {
+                    a.under(t.clone().then_source(&step), |a| {
                         a.block(body);
                     });
                 });
@@ -389,11 +488,7 @@ impl<'db> Analyzer<'_, 'db> {
     }
 
     /// Runs each branch from the same state and joins what they leave.
-    fn branches(
-        &mut self,
-        runs: Vec<Branch<'_, Self>>,
-        exhaustive: bool,
-    ) -> Taint {
+    fn branches(&mut self, runs: Vec<Branch<'_, Self>>, exhaustive: bool) -> Taint {
         let start = self.locals.clone();
         let mut joined_locals = if exhaustive {
             None
@@ -500,8 +595,8 @@ impl<'db> Analyzer<'_, 'db> {
                 let mut conds = Vec::new();
                 for br in branches {
                     let c = self.under_value(decided.clone(), |a| a.expr(&br.cond));
-                    let step = self.step("decides an `if`".to_owned(), br.cond.span);
-                    decided.join(&c.then(&step));
+                    let step = self.step("decides an `if`", br.cond.span);
+                    decided.join(&c.then_source(&step));
                     conds.push(decided.clone());
                 }
                 for (br, d) in branches.iter().zip(conds) {
@@ -519,7 +614,7 @@ impl<'db> Analyzer<'_, 'db> {
                 value.joined(&decided)
             }
             ExprKind::Select { arms } => {
-                let step = self.step("`select`".to_owned(), e.span);
+                let step = self.step("`select`", e.span);
                 let choice = self.ctx_taint().then(&step);
                 let mut runs: Vec<Branch<'_, Self>> = Vec::new();
                 for arm in arms {
@@ -540,14 +635,14 @@ impl<'db> Analyzer<'_, 'db> {
             }
             ExprKind::ParallelFor { iter, body, .. } => {
                 let t = self.expr(iter);
-                let step = self.step("decides a `parallel for`".to_owned(), iter.span);
+                let step = self.step("decides a `parallel for`", iter.span);
                 let var = self.body.declared.get(iter.id).copied();
                 let mut value = Taint::default();
                 self.repeat(|a| {
                     if let Some(var) = var {
                         a.set(var, t.clone().joined(&a.pc));
                     }
-                    let v = a.under_value(t.clone().then(&step), |a| a.block(body));
+                    let v = a.under_value(t.clone().then_source(&step), |a| a.block(body));
                     value.join(&v);
                 });
                 value.joined(&t)
@@ -570,7 +665,7 @@ impl<'db> Analyzer<'_, 'db> {
         let mut taints = Vec::new();
         for a in args {
             let t = if matches!(a.kind, ExprKind::Placeholder) {
-                let step = self.step("`_` filled by the model".to_owned(), a.span);
+                let step = self.step("`_` filled by the model", a.span);
                 self.ctx_taint().then(&step)
             } else {
                 self.expr(a)
@@ -583,17 +678,17 @@ impl<'db> Analyzer<'_, 'db> {
         let db = self.db;
         match callee {
             Callee::Builtin(Builtin::Trust) => Taint::default(),
-            Callee::Builtin(Builtin::ReadFile) => {
-                Taint::source(self.step("`read_file`".to_owned(), e.span))
-            }
+            Callee::Builtin(Builtin::ReadFile) => Taint::source(self.step("`read_file`", e.span)),
             Callee::Builtin(_) => taints.iter().fold(Taint::default(), |t, a| t.joined(a)),
             Callee::Item(g) => {
                 let sig = fn_signature(db, g);
-                let gname = g.name(db).clone();
-                let summary = if sig.is_extern {
-                    extern_summary(sig, &gname)
+                let gname: &str = g.name(db);
+                let summary: Cow<'_, Summary> = if sig.is_extern {
+                    Cow::Owned(extern_summary(sig, gname))
+                } else if g.kind(db) == ItemKind::Fn {
+                    Cow::Borrowed(fn_summary(db, g))
                 } else {
-                    self.summaries.get(&g).cloned().unwrap_or_default()
+                    Cow::Owned(Summary::default())
                 };
                 // Arguments into parameters that reach a `trusted` one; what decided that
                 // the call runs counts as part of every argument.
@@ -649,15 +744,21 @@ impl<'db> Analyzer<'_, 'db> {
                     out.source = Some(p);
                 }
                 for (i, inside) in &summary.ret_params {
-                    if let Some(t) = taints.get(*i as usize) {
-                        let ret = self.step(format!("returned by `{gname}`"), e.span);
-                        let t = if sig.is_extern {
-                            t.clone()
+                    let Some(t) = taints.get(*i as usize).filter(|t| !t.is_clean()) else {
+                        continue;
+                    };
+                    let t = if sig.is_extern {
+                        t.clone()
+                    } else {
+                        let t = t.clone().then_path(inside);
+                        if t.source.is_some() {
+                            let ret = self.step(format!("returned by `{gname}`"), e.span);
+                            t.then_source(&ret)
                         } else {
-                            t.clone().then_path(inside).then(&ret)
-                        };
-                        out.join(&t);
-                    }
+                            t
+                        }
+                    };
+                    out.join(&t);
                 }
                 out
             }
@@ -674,25 +775,23 @@ impl<'db> Analyzer<'_, 'db> {
         span: Span,
         label: &str,
     ) -> bool {
-        for (p, inside) in &t.params {
-            let mut whole = inside.clone();
+        for (p, inside) in t.params.iter() {
+            let mut whole = inside.to_vec();
             whole.extend_from_slice(path);
             self.summary
                 .sink_params
-                .entry(*p)
+                .entry(p)
                 .or_insert_with(|| (whole, sink.to_owned()));
         }
         let Some(source) = &t.source else {
             return false;
         };
-        if self.report {
-            let mut whole = source.clone();
-            whole.extend_from_slice(path);
-            let shown = show_path(self.db, &whole);
-            self.diagnostics.push(diag::untrusted_argument(
-                self.item, span, sink, &shown, label,
-            ));
-        }
+        let mut whole = source.clone();
+        whole.extend_from_slice(path);
+        let shown = show_path(self.db, &whole);
+        self.diagnostics.push(diag::untrusted_argument(
+            self.item, span, sink, &shown, label,
+        ));
         true
     }
 }
