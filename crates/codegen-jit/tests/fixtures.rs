@@ -87,11 +87,17 @@ impl Fixture {
     }
 }
 
-/// Whether the program or a module it uses binds an extern to an MCP server.
-fn calls_mcp(path: &Path) -> bool {
-    std::iter::once(path.to_owned())
-        .chain(used_modules(path))
-        .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("extern \"mcp:")))
+/// Whether the program reaches tools outside the host — an MCP server, or the standard
+/// `fs`/`http`/`process` tools, which need grants: sapc's tests run those, with the
+/// examples' sap.toml.
+fn uses_tools(path: &Path) -> bool {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    ["use fs", "use http", "use process"]
+        .iter()
+        .any(|u| text.lines().any(|l| l.trim() == *u))
+        || std::iter::once(path.to_owned())
+            .chain(used_modules(path))
+            .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("extern \"mcp:")))
 }
 
 /// Every fixture: the examples (run from the repository root, as the README does) and
@@ -104,9 +110,9 @@ fn fixtures() -> Vec<Fixture> {
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "sap"))
-            // A module the examples use is not a program; a program that calls an MCP
-            // server's tools runs in sapc's tests, which start the server.
-            .filter(|p| own_directory || (is_program(p) && !calls_mcp(p)))
+            // A module the examples use is not a program; a program that uses tools
+            // outside the host runs in sapc's tests, with the examples' sap.toml.
+            .filter(|p| own_directory || (is_program(p) && !uses_tools(p)))
             .collect();
         paths.sort();
         for path in paths {

@@ -10,13 +10,16 @@
 //! dependence, as in information-flow type systems. `trust(value, "why")` declassifies.
 //!
 //! The analysis is an abstract interpretation of each body over a small lattice — a
-//! value is clean, or carries a witness path from a source and/or from the function's
-//! parameters — with loops iterated to a fixed point and branches joined. Functions are
-//! summarized (which parameters reach the result, which reach a trusted sink, whether a
-//! sink is reachable at all), and the summaries are iterated over the whole program
-//! until they stop changing, so recursion converges. It is conservative: a loop's
-//! injections are dropped at the end of each iteration, as the context frame is, but
-//! every branch a value may have taken counts.
+//! value is clean, or carries a witness path from a source and/or the function's
+//! parameters it depends on — with loops iterated to a fixed point and branches joined.
+//! Each function is summarized for its callers (which parameters reach the result,
+//! which reach a trusted sink, whether a sink is reachable at all) by a salsa query of
+//! its own, so an edit re-analyzes the function and only those callers whose callee's
+//! summary changed; recursion is a salsa cycle, iterated from an empty summary until the
+//! summaries stop growing. It is conservative: a loop's injections are dropped at the
+//! end of each iteration, as the context frame is, but every branch a value may have
+//! taken counts. A program without both an untrusted source and a `trusted` parameter
+//! cannot have a violation and is not analyzed.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -737,7 +740,17 @@ impl<'db> Analyzer<'db> {
                 if let Some(path) = &summary.ret_source {
                     let mut p = path.clone();
                     if sig.is_extern {
-                        p = vec![self.step(format!("`{gname}`"), e.span)];
+                        // Named as the program would: `inbox::read_mail`, `fs::read`.
+                        let shown = match &sig.binding {
+                            Some(ExternBinding::Mcp { server, .. }) => {
+                                format!("`{server}::{gname}`")
+                            }
+                            Some(ExternBinding::Std { module, .. }) => {
+                                format!("`{module}::{gname}`")
+                            }
+                            None => format!("`{gname}`"),
+                        };
+                        p = vec![self.step(shown, e.span)];
                     } else {
                         p.push(self.step(format!("returned by `{gname}`"), e.span));
                     }
