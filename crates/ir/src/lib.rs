@@ -96,6 +96,9 @@ pub struct Param {
     pub name: String,
     pub doc: Option<String>,
     pub ty: Type,
+    /// `trusted name: T`: the runtime refuses to let the model fill it from a context
+    /// that holds untrusted data (the checker's E0134, checked again).
+    pub trusted: bool,
 }
 
 /// Pure, extern-calling or contextual (see `hir::FnKind`).
@@ -448,6 +451,9 @@ pub struct SiteArm {
     pub binding: Option<String>,
     /// The arm's `_` parameters, in order.
     pub params: Vec<Param>,
+    /// The arm calls something with `trusted` parameters: the model may not choose it
+    /// from a context that holds untrusted data.
+    pub guarded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -122,6 +122,27 @@ impl Context {
         out
     }
 
+    /// Where the first untrusted data this context holds came from — a tool's result,
+    /// labelled `mcp:SERVER/TOOL` or `std:MODULE/TOOL` when it was injected — or `None`.
+    /// Only asked where a `trusted` parameter or the trace needs it: a program that
+    /// reads no tool pays nothing.
+    pub fn untrusted_source(&self) -> Option<String> {
+        let mut frame = Some(&self.top);
+        while let Some(f) = frame {
+            let entries = f.entries.lock().unwrap_or_else(|e| e.into_inner());
+            for entry in entries.iter() {
+                if let Entry::Data { origin, .. } = entry
+                    && is_tool_label(&origin.function)
+                {
+                    return Some(origin.function.clone());
+                }
+            }
+            drop(entries);
+            frame = f.parent.as_ref();
+        }
+        None
+    }
+
     /// The prompt text of this context.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -138,6 +159,12 @@ impl Context {
         }
         out
     }
+}
+
+/// Whether an origin label names a tool outside the program (what it returns is
+/// untrusted): `mcp:notes/read_text_file`, `std:fs/read`.
+pub fn is_tool_label(label: &str) -> bool {
+    label.starts_with("mcp:") || label.starts_with("std:")
 }
 
 fn render_entry(entry: &Entry, out: &mut String) {

@@ -283,6 +283,19 @@ impl Host {
         else {
             return Err(ExecError::new("internal: not a fill site", Some(s.span)));
         };
+        // The checker's E0134, once more at run time: the model does not fill a
+        // `trusted` parameter from a context that holds untrusted data.
+        if let Some(p) = params.iter().find(|p| p.trusted)
+            && let Some(source) = ctx.untrusted_source()
+        {
+            return Err(ExecError::new(
+                format!(
+                    "refused: the model would fill `{callee}({}:)`, a `trusted` parameter, from a context that holds untrusted data (from {source})",
+                    p.name
+                ),
+                Some(s.span),
+            ));
+        }
         let params = self.params(params);
         self.block(
             rt.fill_args(
@@ -302,6 +315,19 @@ impl Host {
         let SiteKind::Choose { arms } = &s.kind else {
             return Err(ExecError::new("internal: not a choose site", Some(s.span)));
         };
+        // The checker's E0134, once more at run time: untrusted data in the context
+        // does not get to choose an action whose parameters are `trusted`.
+        if let Some(arm) = arms.iter().find(|a| a.guarded)
+            && let Some(source) = ctx.untrusted_source()
+        {
+            return Err(ExecError::new(
+                format!(
+                    "refused: this `select` offers `{}`, which has `trusted` parameters, to a model whose context holds untrusted data (from {source})",
+                    arm.tool
+                ),
+                Some(s.span),
+            ));
+        }
         let arms: Vec<ArmDesc> = arms
             .iter()
             .map(|a| ArmDesc {

@@ -130,6 +130,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                         name: p.name.clone(),
                         doc: p.doc.clone(),
                         ty: self.m.ty(&p.ty),
+                        trusted: p.trusted,
                     })
                     .collect();
                 (params, sig.doc.clone())
@@ -143,6 +144,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                         name: (*n).to_owned(),
                         doc: None,
                         ty: self.m.ty(t),
+                        trusted: false,
                     })
                     .collect();
                 (params, None)
@@ -221,11 +223,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 .filter(|(_, a)| matches!(a.kind, ExprKind::Placeholder))
                 .filter_map(|(i, _)| params.get(i).cloned())
                 .collect();
+            let guarded = matches!(callee, Callee::Item(item) if fn_signature(self.m.db, item).params.iter().any(|p| p.trusted));
             site_arms.push(SiteArm {
                 tool: name.clone(),
                 doc,
                 binding: arm.binding.as_ref().map(|b| b.name.clone()),
                 params: wanted,
+                guarded,
             });
             calls.push((arm, name, callee, all));
         }

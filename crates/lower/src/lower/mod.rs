@@ -103,6 +103,7 @@ impl<'db> ModuleLower<'db> {
                                 name: p.name.clone(),
                                 doc: p.doc.clone(),
                                 ty: self.ty(&p.ty),
+                                trusted: p.trusted,
                             })
                             .collect();
                         let ret = self.ty(&sig.ret);
@@ -294,6 +295,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 name: p.name.clone(),
                 doc: p.doc.clone(),
                 ty: m.ty(&p.ty),
+                trusted: p.trusted,
             })
             .collect();
         let ret = m.ty(&sig.ret);

@@ -51,12 +51,14 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 name: name.clone(),
                 doc: None,
                 ty: self.f.locals[*local as usize].ty.clone(),
+                trusted: false,
             })
             .collect();
         params.push(Param {
             name: var.name.clone(),
             doc: None,
             ty: elem_ty,
+            trusted: false,
         });
         let body_id = self.m.module.functions.len() as FuncId;
         let name = format!(

@@ -416,7 +416,18 @@ impl Runtime {
             Ok(v) => (v, JsonValue::Null),
             Err(e) => (JsonValue::Null, JsonValue::String(e.to_owned())),
         };
+        // The provenance of the answer: untrusted when the context held a tool's
+        // result (its first such label).
+        let untrusted = ["<data from=\"mcp:", "<data from=\"std:"]
+            .iter()
+            .filter_map(|m| request.context.find(m))
+            .min()
+            .and_then(|at| {
+                let label = &request.context[at + "<data from=\"".len()..];
+                label.split('"').next().map(str::to_owned)
+            });
         trace.record(&json!({
+            "untrusted_context": untrusted,
             "site": {
                 "function": site.function,
                 "file": site.file,
