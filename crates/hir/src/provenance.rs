@@ -52,7 +52,7 @@ pub struct Summary {
     /// The result is untrusted whatever the arguments (the path inside).
     pub ret_source: Option<Path>,
     /// Parameters whose taint reaches the result, with the steps inside.
-    pub ret_params: BTreeMap<u32, Path>,
+    pub ret_params: Params,
     /// Parameters whose taint reaches a `trusted` parameter inside: the steps, and the
     /// sink (`` `pay(to:)` ``). No steps: the parameter is `trusted` itself.
     pub sink_params: BTreeMap<u32, (Path, String)>,
@@ -66,7 +66,7 @@ impl Summary {
     fn shape(&self) -> (bool, Vec<u32>, Vec<u32>, bool) {
         (
             self.ret_source.is_some(),
-            self.ret_params.keys().copied().collect(),
+            self.ret_params.iter().map(|(i, _)| i).collect(),
             self.sink_params.keys().copied().collect(),
             self.any_sink.is_some(),
         )
@@ -105,29 +105,9 @@ fn analysis_recover<'db>(
     }
 }
 
-/// What `item` (a function) does with trust, as its callers see it: a query of its own,
-/// so that an edit that leaves it unchanged does not re-analyze the callers.
-#[salsa::tracked(returns(ref), cycle_fn = summary_recover, cycle_initial = summary_initial)]
-pub fn fn_summary<'db>(db: &'db dyn Db, item: Item<'db>) -> Summary {
-    fn_analysis(db, item).0.clone()
-}
-
-fn summary_initial<'db>(_db: &'db dyn Db, _id: salsa::Id, _item: Item<'db>) -> Summary {
-    Summary::default()
-}
-
-fn summary_recover<'db>(
-    _db: &'db dyn Db,
-    _cycle: &salsa::Cycle,
-    last: &Summary,
-    value: Summary,
-    _item: Item<'db>,
-) -> Summary {
-    if last.shape() == value.shape() {
-        last.clone()
-    } else {
-        value
-    }
+/// What `item` (a function) does with trust, as its callers see it.
+pub fn fn_summary<'db>(db: &'db dyn Db, item: Item<'db>) -> &'db Summary {
+    &fn_analysis(db, item).0
 }
 
 /// The violations found in `item`'s body. A program with no untrusted source or no
@@ -176,8 +156,8 @@ struct Taint {
 /// The parameters a value depends on, each with the steps since (most have none, and
 /// cost no allocation). Functions have at most 64 parameters that count; a 65th and
 /// later share the last bit.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Params {
+#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
+pub struct Params {
     bits: u64,
     /// The non-empty paths, by parameter.
     paths: Vec<(u32, Path)>,
@@ -290,9 +270,6 @@ impl Taint {
     }
 }
 
-/// One way through a branching expression, run from the state before it.
-type Branch<'r, A> = Box<dyn FnOnce(&mut A) -> Taint + 'r>;
-
 struct Analyzer<'db> {
     db: &'db dyn Db,
     item: Item<'db>,
@@ -357,11 +334,7 @@ fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<HirDiagnostic
     }
     let ret = std::mem::take(&mut a.ret);
     a.summary.ret_source = ret.source;
-    a.summary.ret_params = ret
-        .params
-        .iter()
-        .map(|(i, path)| (i, path.to_vec()))
-        .collect();
+    a.summary.ret_params = ret.params;
     (a.summary, a.diagnostics)
 }
 
@@ -491,19 +464,24 @@ impl<'db> Analyzer<'db> {
     }
 
     /// Runs each branch from the same state and joins what they leave.
-    fn branches(&mut self, runs: Vec<Branch<'_, Self>>, exhaustive: bool) -> Taint {
+    /// Runs each of `n` branches from the same state and joins what they leave;
+    /// `exhaustive`: one of them always runs (else the state before counts too).
+    fn branches(
+        &mut self,
+        n: usize,
+        exhaustive: bool,
+        mut run: impl FnMut(&mut Self, usize) -> Taint,
+    ) -> Taint {
         let start = self.locals.clone();
-        let mut joined_locals = if exhaustive {
-            None
-        } else {
-            Some(start.clone())
-        };
+        let mut joined: Option<Vec<Taint>> = (!exhaustive).then(|| start.clone());
         let mut value = Taint::default();
-        for run in runs {
-            self.locals = start.clone();
-            value.join(&run(self));
-            joined_locals = Some(match joined_locals {
-                None => self.locals.clone(),
+        for i in 0..n {
+            if i > 0 || joined.is_some() {
+                self.locals.clone_from(&start);
+            }
+            value.join(&run(self, i));
+            joined = Some(match joined {
+                None => std::mem::take(&mut self.locals),
                 Some(mut acc) => {
                     for (a, b) in acc.iter_mut().zip(&self.locals) {
                         a.join(b);
@@ -512,9 +490,7 @@ impl<'db> Analyzer<'db> {
                 }
             });
         }
-        if let Some(l) = joined_locals {
-            self.locals = l;
-        }
+        self.locals = joined.unwrap_or(start);
         value
     }
 
@@ -553,14 +529,8 @@ impl<'db> Analyzer<'db> {
                 Some(Resolution::Local(l)) => self.local(*l),
                 _ => Taint::default(),
             },
-            ExprKind::Call { args, .. } => {
-                let args: Vec<&Expr> = args.iter().collect();
-                self.call(e, &args)
-            }
-            ExprKind::MethodCall { receiver, args, .. } => {
-                let all: Vec<&Expr> = std::iter::once(receiver.as_ref()).chain(args).collect();
-                self.call(e, &all)
-            }
+            ExprKind::Call { args, .. } => self.call(e, None, args),
+            ExprKind::MethodCall { receiver, args, .. } => self.call(e, Some(receiver), args),
             ExprKind::Field { base, .. } => self.expr(base),
             ExprKind::Index { base, index } => {
                 let b = self.expr(base);
@@ -594,46 +564,39 @@ impl<'db> Analyzer<'db> {
                 // Each condition is evaluated only if the ones before it were false: it
                 // runs under them, and so does every later branch.
                 let mut decided = Taint::default();
-                let mut runs: Vec<Branch<'_, Self>> = Vec::new();
-                let mut conds = Vec::new();
+                let mut conds = Vec::with_capacity(branches.len());
                 for br in branches {
                     let c = self.under_value(decided.clone(), |a| a.expr(&br.cond));
-                    let step = self.step("decides an `if`", br.cond.span);
-                    decided.join(&c.then_source(&step));
+                    if !c.is_clean() {
+                        let step = self.step("decides an `if`", br.cond.span);
+                        decided.join(&c.then_source(&step));
+                    }
                     conds.push(decided.clone());
                 }
-                for (br, d) in branches.iter().zip(conds) {
-                    runs.push(Box::new(move |a: &mut Self| {
-                        a.under_value(d, |a| a.block(&br.body))
-                    }));
-                }
-                if let Some(b) = else_block {
-                    let d = decided.clone();
-                    runs.push(Box::new(move |a: &mut Self| {
-                        a.under_value(d, |a| a.block(b))
-                    }));
-                }
-                let value = self.branches(runs, else_block.is_some());
+                let n = branches.len() + usize::from(else_block.is_some());
+                let value = self.branches(n, else_block.is_some(), |a, i| match branches.get(i) {
+                    Some(br) => a.under_value(conds[i].clone(), |a| a.block(&br.body)),
+                    None => a.under_value(decided.clone(), |a| match else_block {
+                        Some(b) => a.block(b),
+                        None => Taint::default(),
+                    }),
+                });
                 value.joined(&decided)
             }
             ExprKind::Select { arms } => {
                 let step = self.step("`select`", e.span);
                 let choice = self.ctx_taint().then(&step);
-                let mut runs: Vec<Branch<'_, Self>> = Vec::new();
-                for arm in arms {
-                    let choice = choice.clone();
-                    runs.push(Box::new(move |a: &mut Self| {
-                        a.under_value(choice, |a| {
-                            let r = a.expr(&arm.call);
-                            if let Some(&local) = a.body.declared.get(arm.call.id) {
-                                let t = r.clone().joined(&a.pc);
-                                a.set(local, t);
-                            }
-                            a.expr(&arm.body)
-                        })
-                    }));
-                }
-                let value = self.branches(runs, true);
+                let value = self.branches(arms.len(), true, |a, i| {
+                    let arm = &arms[i];
+                    a.under_value(choice.clone(), |a| {
+                        let r = a.expr(&arm.call);
+                        if let Some(&local) = a.body.declared.get(arm.call.id) {
+                            let t = r.joined(&a.pc);
+                            a.set(local, t);
+                        }
+                        a.expr(&arm.body)
+                    })
+                });
                 value.joined(&choice)
             }
             ExprKind::ParallelFor { iter, body, .. } => {
@@ -661,29 +624,47 @@ impl<'db> Analyzer<'db> {
         v
     }
 
+    /// An argument's trust; a `_` is the model's answer from the current context.
+    fn arg(&mut self, a: &Expr) -> Taint {
+        if matches!(a.kind, ExprKind::Placeholder) {
+            let t = self.ctx_taint();
+            if t.is_clean() {
+                return t;
+            }
+            let step = self.step("`_` filled by the model", a.span);
+            t.then(&step)
+        } else {
+            self.expr(a)
+        }
+    }
+
     /// A call: the arguments' trust checked against the callee's `trusted` parameters
     /// (and against its sinks when an untrusted value decided that it runs); its
     /// result's trust.
-    fn call(&mut self, e: &Expr, args: &[&Expr]) -> Taint {
-        let mut taints = Vec::new();
-        for a in args {
-            let t = if matches!(a.kind, ExprKind::Placeholder) {
-                let step = self.step("`_` filled by the model", a.span);
-                self.ctx_taint().then(&step)
-            } else {
-                self.expr(a)
+    fn call(&mut self, e: &Expr, receiver: Option<&Expr>, rest: &[Expr]) -> Taint {
+        let callee = self.body.callees.get(e.id).copied();
+        let args = || receiver.into_iter().chain(rest);
+        // A builtin's result is its arguments' (but for the two below): no need to keep
+        // them apart.
+        if !matches!(callee, Some(Callee::Item(_))) {
+            let mut joined = Taint::default();
+            for a in args() {
+                let t = self.arg(a);
+                joined.join(&t);
+            }
+            return match callee {
+                Some(Callee::Builtin(Builtin::Trust)) => Taint::default(),
+                Some(Callee::Builtin(Builtin::ReadFile)) => {
+                    Taint::source(self.step("`read_file`", e.span))
+                }
+                _ => joined,
             };
-            taints.push(t);
         }
-        let Some(callee) = self.body.callees.get(e.id).copied() else {
-            return taints.iter().fold(Taint::default(), |t, a| t.joined(a));
-        };
+        let taints: Vec<Taint> = args().map(|a| self.arg(a)).collect();
         let db = self.db;
         match callee {
-            Callee::Builtin(Builtin::Trust) => Taint::default(),
-            Callee::Builtin(Builtin::ReadFile) => Taint::source(self.step("`read_file`", e.span)),
-            Callee::Builtin(_) => taints.iter().fold(Taint::default(), |t, a| t.joined(a)),
-            Callee::Item(g) => {
+            None | Some(Callee::Builtin(_)) => unreachable!("handled above"),
+            Some(Callee::Item(g)) => {
                 let sig = fn_signature(db, g);
                 let gname: &str = g.name(db);
                 let summary: Cow<'_, Summary> = if sig.is_extern {
@@ -700,7 +681,7 @@ impl<'db> Analyzer<'db> {
                     let Some((suffix, sink)) = summary.sink_params.get(&(i as u32)) else {
                         continue;
                     };
-                    let Some(arg) = args.get(i) else { continue };
+                    let Some(arg) = args().nth(i) else { continue };
                     let pname = sig.params.get(i).map_or("", |p| p.name.as_str());
                     let path = if suffix.is_empty() {
                         vec![self.step(sink.clone(), arg.span)]
@@ -756,8 +737,8 @@ impl<'db> Analyzer<'db> {
                     }
                     out.source = Some(p);
                 }
-                for (i, inside) in &summary.ret_params {
-                    let Some(t) = taints.get(*i as usize).filter(|t| !t.is_clean()) else {
+                for (i, inside) in summary.ret_params.iter() {
+                    let Some(t) = taints.get(i as usize).filter(|t| !t.is_clean()) else {
                         continue;
                     };
                     let t = if sig.is_extern {
@@ -828,7 +809,7 @@ fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
         s.ret_source = Some(Vec::new());
     } else {
         for i in 0..sig.params.len() {
-            s.ret_params.insert(i as u32, Vec::new());
+            s.ret_params.join(&Params::one(i as u32));
         }
     }
     for (i, p) in sig.params.iter().enumerate() {
