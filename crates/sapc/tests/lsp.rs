@@ -434,3 +434,39 @@ fn the_prelude_is_known_to_the_editor() {
     assert_eq!(labels, ["Low", "High"]);
     client.stop();
 }
+
+#[test]
+fn untrusted_data_reaching_a_trusted_parameter_is_shown_in_the_editor() {
+    let uri = "file:///tmp/sap-lsp-test/pay.sap";
+    let text = "\
+extern \"mcp:inbox\" fn read_mail(id: i64) -> String;
+extern \"mcp:bank\" fn pay(trusted to: String, amount: f64) -> String;
+
+fn main() {
+    let text = read_mail(1)
+    print(pay(text, 10.0));
+}
+";
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(uri, text);
+    let diagnostics = client.diagnostics(uri, 1);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0]["code"], "E0134");
+    assert_eq!(
+        diagnostics[0]["range"]["start"],
+        json!({ "line": 5, "character": 14 })
+    );
+    assert!(
+        diagnostics[0]["message"].as_str().unwrap().starts_with(
+            "untrusted data reaches `pay(to:)`: `inbox::read_mail` (line 5) → `pay(to:)` (line 6)\n"
+        ),
+        "{diagnostics:#?}"
+    );
+    // Declassified with a reason, it is accepted.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [{ "text": text.replace("pay(text,", "pay(trust(text, \"the user typed this address\"),") }] }),
+    );
+    assert_eq!(client.diagnostics(uri, 2), Vec::<Value>::new());
+    client.stop();
+}
