@@ -64,6 +64,12 @@ fn ok(o: &Output) {
     );
 }
 
+/// The run ended with `code`, and its standard error says `text`.
+fn fails(o: &Output, code: i32, text: &str) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert!(stderr(o).contains(text), "{}", stderr(o));
+}
+
 fn everything_toml() -> String {
     let (node, entry) = node_server("everything");
     format!("[mcp.everything]\ncommand = \"{node}\"\nargs = [\"{entry}\"]\n")
@@ -195,12 +201,7 @@ fn a_changed_or_vanished_tool_stops_the_run_and_says_to_reimport() {
         "extern \"mcp:everything\" fn teleport(to: String) -> String;\n\nfn main() {\n    print(teleport(\"mars\"));\n}\n",
     );
     let run = p.sapc(&["run", "main.sap"]);
-    assert_eq!(run.status.code(), Some(1));
-    assert!(
-        stderr(&run).contains("no longer has the tool `teleport`"),
-        "{}",
-        stderr(&run)
-    );
+    fails(&run, 1, "no longer has the tool `teleport`");
     assert!(stderr(&run).contains("main.sap:4"), "{}", stderr(&run));
 }
 
@@ -397,12 +398,7 @@ fn servers_that_cannot_be_used_are_clear_errors() {
         "extern \"mcp:gone\" fn ping() -> String;\n\nfn main() {\n    print(ping());\n}\n",
     );
     let run = p.sapc(&["run", "main.sap"]);
-    assert_eq!(run.status.code(), Some(1));
-    assert!(
-        stderr(&run).contains("cannot start MCP server `gone`"),
-        "{}",
-        stderr(&run)
-    );
+    fails(&run, 1, "cannot start MCP server `gone`");
 
     // Not an MCP server: it writes text, then waits.
     p.write(
@@ -489,12 +485,7 @@ for line in sys.stdin:
         "extern \"mcp:elsewhere\" fn ping() -> String;\n\nfn main() {\n    print(ping());\n}\n",
     );
     let run = p.sapc(&["run", "main.sap"]);
-    assert_eq!(run.status.code(), Some(2));
-    assert!(
-        stderr(&run).contains("has no [mcp.elsewhere] table"),
-        "{}",
-        stderr(&run)
-    );
+    fails(&run, 2, "has no [mcp.elsewhere] table");
 }
 
 #[test]
@@ -686,12 +677,7 @@ fn main() {
     // One at a time, they never meet: the server says so.
     p.write("main.sap", &p.read("main.sap").replace("10.0", "1.0"));
     let run = p.sapc(&["run", "main.sap", "--concurrency", "1"]);
-    assert_eq!(run.status.code(), Some(1));
-    assert!(
-        stderr(&run).contains("only 1 of 8 calls were in flight together"),
-        "{}",
-        stderr(&run)
-    );
+    fails(&run, 1, "only 1 of 8 calls were in flight together");
 }
 
 /// A scripted OpenAI-compatible model that gives `answers` in order.
@@ -807,12 +793,7 @@ fn main() {
         &p.read("main.sap").replace("Some(4.0)", "Some(1.0)"),
     );
     let run = p.sapc(&["run", "main.sap"]);
-    assert_eq!(run.status.code(), Some(1));
-    assert!(
-        stderr(&run).contains("no answer in 0.8 s; the call was cancelled"),
-        "{}",
-        stderr(&run)
-    );
+    fails(&run, 1, "no answer in 0.8 s; the call was cancelled");
 }
 
 #[test]
