@@ -646,6 +646,19 @@ fn file_texts(module: &ir::Module, inputs: &cache::Inputs) -> Vec<Option<(String
 }
 
 /// A runtime error as a diagnostic at its span, with the sap call stack.
+/// `9990` → `9,990`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
     let file = |i: u32| files.get(i as usize).and_then(Option::as_ref);
     let position = |span: ir::SrcSpan| match file(span.file) {
@@ -655,12 +668,33 @@ fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
         }
         None => "an unknown place".to_owned(),
     };
+    // Runs of the same frame (deep recursion) are folded, so that a stack overflow
+    // prints a screenful: the first two calls, then how many more.
     let mut stack = String::new();
-    for frame in &e.stack {
-        stack.push_str(&format!("\n    in `{}`", frame.function));
-        if let Some(span) = frame.span {
-            stack.push_str(&format!(" at {}", position(span)));
+    let frames = &e.stack;
+    let mut i = 0;
+    while i < frames.len() {
+        let same = frames[i..]
+            .iter()
+            .take_while(|f| f.function == frames[i].function && f.span == frames[i].span)
+            .count();
+        let shown = if same > 4 { 2 } else { same };
+        for frame in &frames[i..i + shown] {
+            stack.push_str(&format!("\n    in `{}`", frame.function));
+            if let Some(span) = frame.span {
+                stack.push_str(&format!(" at {}", position(span)));
+            }
         }
+        if shown < same {
+            let more = same - shown;
+            stack.push_str(&format!(
+                "\n    … {} more call{} of `{}`",
+                thousands(more),
+                if more == 1 { "" } else { "s" },
+                frames[i].function
+            ));
+        }
+        i += same;
     }
     let mut help = format!("sap call stack (innermost first):{stack}");
     if let Some(answer) = &e.raw_answer {

@@ -745,3 +745,23 @@ fn gemini_runs_a_program_with_a_select() {
     assert_eq!(names, &json!(["double", "negate"]));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn deep_recursion_errors_fold_the_repeated_frames() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("deep.sap");
+    std::fs::write(
+        &file,
+        "fn down(n: i64) -> i64 {\n    if n == 0 {\n        return 0\n    }\n    1 + down(n - 1)\n}\n\nfn main() {\n    print(to_string(down(100000)));\n}\n",
+    )
+    .unwrap();
+    let out = sapc(&["run", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("… 9,997 more calls of `down`"), "{stderr}");
+    assert!(stderr.contains("in `main` at"), "{stderr}");
+    // A screenful, not ten thousand lines.
+    assert!(stderr.lines().count() < 30, "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
