@@ -89,18 +89,16 @@ fn block_on<T>(f: impl Future<Output = T>) -> Result<T, String> {
 }
 
 fn import(name: &str, dir: &Path) -> Result<(), String> {
-    if !runtime::tools::import::is_identifier(name) {
-        return Err(format!(
-            "`{name}` cannot name a module: a server to import needs a name that is a sap identifier"
-        ));
-    }
+    // The module is named after the server, as a sap identifier (`brave-search` →
+    // `brave_search.sap`); its bindings keep the server's own name.
+    let module_name = runtime::tools::import::identifier(name);
     let server = server(name, dir)?;
     let (tools, version) = block_on(async {
         let tools = server.list_tools().await?;
         Ok::<_, String>((tools, server.protocol_version().await?))
     })??;
     let imported = import_module(name, &tools);
-    let module = dir.join(format!("{name}.sap"));
+    let module = dir.join(format!("{module_name}.sap"));
     std::fs::write(&module, &imported.text)
         .map_err(|e| format!("cannot write {}: {e}", module.display()))?;
     let lock_path = dir.join("sap.lock");

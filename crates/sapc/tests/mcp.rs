@@ -500,17 +500,23 @@ fn streamable_http_servers_are_reached_by_url() {
         .spawn()
         .unwrap();
     wait_for_port(port);
+    // A server name that is not a sap identifier names the module `web_tools`.
     let p = Project::new(
         "http",
         &format!(
-            "[mcp.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{PATH}}\" }}\n"
+            "[mcp.web-tools]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{PATH}}\" }}\n"
         ),
     );
-    let import = p.sapc(&["mcp", "import", "web"]);
+    let import = p.sapc(&["mcp", "import", "web-tools"]);
     let _ = child.kill();
     let _ = child.wait();
     ok(&import);
-    assert!(p.read("web.sap").contains("extern \"mcp:web\" fn shout("));
+    assert!(
+        p.read("web_tools.sap")
+            .contains("extern \"mcp:web-tools\" fn shout("),
+        "{}",
+        p.read("web_tools.sap")
+    );
 }
 
 /// Waits (up to 30 s) until a server listens on `port`.
