@@ -29,6 +29,13 @@ pub use module_names::module_names;
 pub use parse::{MAX_NESTING, Parse, parse};
 pub use scan::chunk_starts;
 
+/// Whether `word` is one of the words the grammar reserves (`fn`, `select`, `trusted`, …).
+pub fn is_keyword(word: &str) -> bool {
+    use pest::Parser;
+    grammar::SapParser::parse(grammar::Rule::keyword, word)
+        .is_ok_and(|pairs| pairs.as_str().len() == word.len())
+}
+
 /// How an error message names the token at a byte offset: "`fn`", "a string", ….
 pub fn describe_token_at(src: &str, at: usize) -> String {
     errors::found(src, at).0

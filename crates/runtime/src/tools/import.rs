@@ -18,12 +18,6 @@ use std::fmt::Write;
 use rmcp::model::Tool;
 use serde_json::{Map, Value as JsonValue};
 
-/// The words sap reserves (the grammar's `keyword`).
-const KEYWORDS: &[&str] = &[
-    "as", "break", "continue", "else", "enum", "extern", "fn", "for", "false", "if", "in", "let",
-    "parallel", "return", "select", "struct", "type", "true", "use", "while",
-];
-
 /// Type names a generated type must not take.
 const TYPE_NAMES: &[&str] = &[
     "String", "Boolean", "Json", "Tool", "Context", "List", "Option", "Some", "None",
@@ -348,7 +342,7 @@ pub fn is_identifier(s: &str) -> bool {
         Some(c) => c.is_ascii_alphabetic() || (c == '_' && s.len() > 1),
         None => false,
     };
-    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && !KEYWORDS.contains(&s)
+    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && !syntax::is_keyword(s)
 }
 
 /// A sap identifier for a tool name: other characters become `_`.
@@ -360,7 +354,7 @@ pub fn identifier(name: &str) -> String {
     if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) || out == "_" {
         out.insert_str(0, "tool_");
     }
-    if KEYWORDS.contains(&out.as_str()) {
+    if syntax::is_keyword(&out) {
         out.push('_');
     }
     out
@@ -412,6 +406,8 @@ mod tests {
         assert_eq!(identifier("get-sum"), "get_sum");
         assert_eq!(identifier("2fa"), "tool_2fa");
         assert_eq!(identifier("select"), "select_");
+        assert_eq!(identifier("export"), "export_");
+        assert!(!is_identifier("trusted") && is_identifier("trusted_party"));
         assert!(is_identifier("read_text_file"));
         assert!(!is_identifier("get-sum") && !is_identifier("fn") && !is_identifier(""));
         let m = import_module(
