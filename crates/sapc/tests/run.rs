@@ -765,3 +765,35 @@ fn deep_recursion_errors_fold_the_repeated_frames() {
     assert!(stderr.lines().count() < 30, "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_declassification_is_recorded_in_the_trace_with_its_reason() {
+    let dir = std::env::temp_dir().join(format!("sapc-run-trust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("trust.sap");
+    std::fs::write(
+        &file,
+        "fn main() {\n    let payee = trust(\"landlord\", \"the user typed it at the prompt\")\n    print(payee);\n}\n",
+    )
+    .unwrap();
+    let trace = dir.join("trace.jsonl");
+    let out = sapc(&[
+        "run",
+        file.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "landlord\n");
+    let event: Value =
+        serde_json::from_str(std::fs::read_to_string(&trace).unwrap().trim()).unwrap();
+    assert_eq!(event["event"], "trust");
+    assert_eq!(event["reason"], "the user typed it at the prompt");
+    assert_eq!(event["line"], 2);
+    assert!(event["file"].as_str().unwrap().ends_with("trust.sap"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
