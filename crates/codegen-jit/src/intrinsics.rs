@@ -86,6 +86,7 @@ intrinsics! {
     ListLen => sap_list_len as "sap_list_len" (Int) -> Int;
     CtxNew => sap_ctx_new as "sap_ctx_new" () -> Int;
     CtxChild => sap_ctx_child as "sap_ctx_child" (Int) -> Int;
+    CtxEnter => sap_ctx_enter as "sap_ctx_enter" (Int, Int) -> Int;
     Instruct => sap_instruct as "sap_instruct" (Int, Int);
     Inject => sap_inject as "sap_inject" (Int, Int, Int, Int);
     Llm => sap_llm as "sap_llm" (Int, Int, Int, Int) -> Int;
@@ -447,6 +448,17 @@ pub extern "C" fn sap_ctx_child(ctx: i64) -> i64 {
     match borrow(ctx) {
         Some(Slot::Ctx(c)) => new_obj(Slot::Ctx(c.child())),
         _ => new_obj(Slot::Ctx(Context::new())),
+    }
+}
+
+pub extern "C" fn sap_ctx_enter(ctx: i64, function: i64) -> i64 {
+    let parent = match borrow(ctx) {
+        Some(Slot::Ctx(c)) => c.clone(),
+        _ => Context::new(),
+    };
+    match borrow(function) {
+        Some(Slot::Val(Value::Str(f))) => new_obj(Slot::Ctx(parent.enter(f))),
+        _ => new_obj(Slot::Ctx(parent.child())),
     }
 }
 

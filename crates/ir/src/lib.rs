@@ -225,8 +225,10 @@ pub enum Op {
     Element(ValueId, ValueId),
     /// `Context::new()`.
     ContextNew,
-    /// A frame on top of a context, for a callee or a loop iteration.
+    /// A frame on top of a context, for a loop iteration.
     ContextChild(ValueId),
+    /// A callee's frame on top of its caller's context, named after the callee.
+    ContextEnter(ValueId, String),
     /// `"text"!`: an instruction into a context.
     Instruct(ValueId, String),
     /// `value!`: data into a context, labelled.
@@ -373,6 +375,7 @@ impl Op {
             | Op::PushInPlace(_, v)
             | Op::Field(v, _)
             | Op::ContextChild(v)
+            | Op::ContextEnter(v, _)
             | Op::Arg(v, _)
             | Op::Arm(v)
             | Op::Instruct(v, _) => out.push(*v),

@@ -180,6 +180,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
                 Op::Element(v, i) => format!("element v{v}[v{i}]"),
                 Op::ContextNew => "context_new".to_owned(),
                 Op::ContextChild(c) => format!("context_child v{c}"),
+                Op::ContextEnter(c, f) => format!("context_enter v{c}, {f:?}"),
                 Op::Instruct(c, text) => format!("instruct v{c}, {text:?}"),
                 Op::Inject {
                     ctx,

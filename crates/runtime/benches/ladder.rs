@@ -74,6 +74,7 @@ async fn run(server: &MockServer, memory: &std::path::Path) -> (usize, Duration)
         line: 1,
         column: 1,
         span: (0, 1),
+        path: vec!["count".into()],
     };
     let start = Instant::now();
     for _ in 0..CALLS {

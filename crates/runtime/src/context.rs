@@ -34,6 +34,8 @@ pub enum Entry {
 #[derive(Debug, Default)]
 struct Frame {
     parent: Option<Arc<Frame>>,
+    /// The function whose frame this is; `None` for a loop iteration's and the root.
+    function: Option<Arc<str>>,
     entries: Mutex<Vec<Entry>>,
 }
 
@@ -63,9 +65,38 @@ impl Context {
         Context {
             top: Arc::new(Frame {
                 parent: Some(self.top.clone()),
+                function: None,
                 entries: Mutex::default(),
             }),
         }
+    }
+
+    /// A callee's frame on top of this context: like [`Context::child`], named after
+    /// the function, so that a call knows its path (traces are trees by it).
+    pub fn enter(&self, function: &str) -> Context {
+        Context {
+            top: Arc::new(Frame {
+                parent: Some(self.top.clone()),
+                function: Some(Arc::from(function)),
+                entries: Mutex::default(),
+            }),
+        }
+    }
+
+    /// The functions whose frames this context is made of, outermost first: the call
+    /// path of the functions that passed the context down (a `Context::new()` starts a
+    /// path of its own).
+    pub fn call_path(&self) -> Vec<String> {
+        let mut path = Vec::new();
+        let mut frame = Some(&self.top);
+        while let Some(f) = frame {
+            if let Some(name) = &f.function {
+                path.push(name.to_string());
+            }
+            frame = f.parent.as_ref();
+        }
+        path.reverse();
+        path
     }
 
     pub fn inject(&self, entry: Entry) {

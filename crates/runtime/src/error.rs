@@ -14,6 +14,8 @@ pub struct CallSite {
     pub column: u32,
     /// Byte range in the file.
     pub span: (u32, u32),
+    /// The functions whose frames the call's context is made of, outermost first.
+    pub path: Vec<String>,
 }
 
 impl fmt::Display for CallSite {
@@ -47,7 +49,8 @@ pub enum ErrorKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuntimeError {
     pub kind: ErrorKind,
-    pub site: Option<CallSite>,
+    /// Boxed: the error stays small on the paths that return it.
+    pub site: Option<Box<CallSite>>,
     pub message: String,
     /// The model's last answer, when there was one.
     pub raw_answer: Option<String>,
@@ -61,7 +64,7 @@ impl RuntimeError {
     ) -> RuntimeError {
         RuntimeError {
             kind,
-            site: site.cloned(),
+            site: site.cloned().map(Box::new),
             message: message.into(),
             raw_answer: None,
         }

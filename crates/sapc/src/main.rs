@@ -10,6 +10,7 @@ mod mcp;
 mod render;
 mod run;
 mod serve;
+mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,6 +60,11 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run the language server on standard input and output.
     Lsp,
+    /// Traces of runs (`sapc run --trace`), for people: show one as a tree, diff two.
+    Trace {
+        #[command(subcommand)]
+        command: trace::TraceCommand,
+    },
     /// MCP servers: import their tools as a typed sap module, or list them.
     Mcp {
         #[command(subcommand)]
@@ -104,6 +110,7 @@ fn main() -> ExitCode {
         Command::Build { file, emit_ir } => ExitCode::from(run::build(&file, emit_ir)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
+        Command::Trace { command } => ExitCode::from(trace::run(command)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),
             Err(e) => {

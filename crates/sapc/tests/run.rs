@@ -797,3 +797,69 @@ fn a_declassification_is_recorded_in_the_trace_with_its_reason() {
     assert!(event["file"].as_str().unwrap().ends_with("trust.sap"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn traces_are_shown_as_trees_and_diffed_by_decision() {
+    let dir = std::env::temp_dir().join(format!("sapc-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    let example = examples().join("code_analysis.sap");
+    for t in [&a, &b] {
+        let out = sapc(&[
+            "run",
+            example.to_str().unwrap(),
+            "--trace",
+            t.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let shown = sapc(&["trace", "show", a.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success());
+    assert!(
+        text.starts_with("main\n  analyze_code\n    produce in `analyze_code` at "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  suggest_fix\n    produce in `suggest_fix` at "),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "answer: {\"bugs\":[\"Division by zero when b is 0.\"],\"severity\":\"High\"}"
+        ),
+        "{text}"
+    );
+
+    // Two replays of one transcript make the same decisions.
+    let same = sapc(&["trace", "diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(same.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&same.stdout),
+        "the runs made the same 2 decisions\n"
+    );
+    // A run whose model judged otherwise.
+    let changed = std::fs::read_to_string(&b)
+        .unwrap()
+        .replace("\"severity\":\"High\"", "\"severity\":\"Low\"");
+    std::fs::write(&b, changed).unwrap();
+    let differ = sapc(&["trace", "diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(differ.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&differ.stdout);
+    assert!(
+        text.starts_with("the runs differ first at decision 1: produce in `analyze_code` at "),
+        "{text}"
+    );
+    assert!(text.contains("\n  A: {\"bugs\":[\"Division by zero when b is 0.\"],\"severity\":\"High\"}\n  B: {\"bugs\":[\"Division by zero when b is 0.\"],\"severity\":\"Low\"}"), "{text}");
+
+    // A file that is not a trace.
+    std::fs::write(&b, "hello\n").unwrap();
+    let bad = sapc(&["trace", "show", b.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("b.jsonl:1: not a trace event"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

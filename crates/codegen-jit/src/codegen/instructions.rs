@@ -220,6 +220,13 @@ impl FnCg<'_, '_> {
                 let c = self.value(*c);
                 self.call(Intr::CtxChild, &[c]).expect("returns")
             }
+            Op::ContextEnter(c, f) => {
+                let c = self.value(*c);
+                let name = self.const_obj(Pin::Str(f.to_string()));
+                let frame = self.call(Intr::CtxEnter, &[c, name]).expect("returns");
+                self.call(Intr::Release, &[name]);
+                frame
+            }
             Op::Instruct(c, text) => {
                 let c = self.value(*c);
                 let t = self.const_obj(Pin::Str(text.to_string()));

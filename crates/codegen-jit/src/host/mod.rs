@@ -206,7 +206,7 @@ impl Host {
         (file, line, column)
     }
 
-    fn call_site(&self, site: &LlmSite) -> CallSite {
+    fn call_site(&self, site: &LlmSite, ctx: &Context) -> CallSite {
         let span = site.span;
         let (file, line, column) = self.location(span);
         CallSite {
@@ -215,6 +215,7 @@ impl Host {
             line,
             column,
             span: (span.start, span.end),
+            path: ctx.call_path(),
         }
     }
 
@@ -256,18 +257,21 @@ impl Host {
             return Err(ExecError::new("internal: not a produce site", Some(s.span)));
         };
         if let Some(Value::Json(schema)) = schema {
-            let site = self.call_site(s);
+            let site = self.call_site(s, ctx);
             return self.block(rt.produce_matching(&site, ctx, &s.subject, schema), s.span);
         }
         let ty = self.desc(ret);
-        self.block(rt.produce(&self.call_site(s), ctx, &s.subject, &ty), s.span)
+        self.block(
+            rt.produce(&self.call_site(s, ctx), ctx, &s.subject, &ty),
+            s.span,
+        )
     }
 
     pub fn decide(&self, site: u32, ctx: &Context) -> Result<bool, ExecError> {
         let s = &self.module.sites[site as usize];
         let rt = self.runtime(s.span)?;
         self.block(
-            rt.decide(&self.call_site(s), ctx, &s.subject, s.doc.as_deref()),
+            rt.decide(&self.call_site(s, ctx), ctx, &s.subject, s.doc.as_deref()),
             s.span,
         )
     }
@@ -299,7 +303,7 @@ impl Host {
         let params = self.params(params);
         self.block(
             rt.fill_args(
-                &self.call_site(s),
+                &self.call_site(s, ctx),
                 ctx,
                 callee,
                 callee_doc.as_deref(),
@@ -337,7 +341,7 @@ impl Host {
                 params: self.params(&a.params),
             })
             .collect();
-        self.block(rt.choose(&self.call_site(s), ctx, &arms), s.span)
+        self.block(rt.choose(&self.call_site(s, ctx), ctx, &arms), s.span)
     }
 
     pub fn call_extern(

@@ -327,7 +327,8 @@ impl<'a, 'db> FnLower<'a, 'db> {
             lx.f.context = Some(local);
             // The callee's frame: its injections vanish when it returns.
             let outer = lx.emit(Op::Load(local), Type::Context, None);
-            let frame = lx.emit(Op::ContextChild(outer), Type::Context, None);
+            let name = lx.f.name.clone();
+            let frame = lx.emit(Op::ContextEnter(outer, name), Type::Context, None);
             lx.emit_void(Op::Store(local, frame), None);
         }
         lx.lower_body(&f.body, &sig.ret);

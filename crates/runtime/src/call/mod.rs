@@ -428,6 +428,7 @@ impl Runtime {
             });
         trace.record(&json!({
             "untrusted_context": untrusted,
+            "path": site.path,
             "site": {
                 "function": site.function,
                 "file": site.file,

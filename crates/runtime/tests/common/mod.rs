@@ -56,6 +56,7 @@ pub fn site(function: &str) -> CallSite {
         line: 12,
         column: 5,
         span: (200, 230),
+        path: vec![function.to_owned()],
     }
 }
 
