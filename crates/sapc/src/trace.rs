@@ -24,6 +24,14 @@ pub enum TraceCommand {
     /// source location and both answers. Exits 0 when they made the same decisions, 1
     /// when they differ.
     Diff { a: PathBuf, b: PathBuf },
+    /// Write a trace as one self-contained HTML page: the tree by call path (each node
+    /// folds), every call's prompt and answer, and a timeline of the calls.
+    Html {
+        trace: PathBuf,
+        /// The page to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+    },
 }
 
 pub fn run(command: TraceCommand) -> u8 {
@@ -34,6 +42,13 @@ pub fn run(command: TraceCommand) -> u8 {
         } => read(&trace).map(|events| {
             print!("{}", show(&events, context_lines));
             exit::OK
+        }),
+        TraceCommand::Html { trace, output } => read(&trace).and_then(|events| {
+            let title = trace.display().to_string();
+            std::fs::write(&output, html(&events, &title))
+                .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+            eprintln!("wrote {}", output.display());
+            Ok(exit::OK)
         }),
         TraceCommand::Diff { a, b } => (|| {
             let (ea, eb) = (read(&a)?, read(&b)?);
@@ -247,6 +262,132 @@ fn diff(a: &[Value], b: &[Value]) -> (String, bool) {
         format!("the runs made the same {} decisions\n", da.len()),
         true,
     )
+}
+
+/// Text for HTML.
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222}\
+h1{font-size:1.3em}details{margin-left:1.2em}summary{cursor:pointer}\
+.call summary{font-family:ui-monospace,monospace}.fn>summary{font-weight:600}\
+pre{background:#f6f6f6;padding:.6em;white-space:pre-wrap;margin:.3em 0}\
+.meta{color:#666}.err{color:#b00}.untrusted{color:#a60}\
+.timeline{position:relative;width:75%;border-left:1px solid #999;margin:1em 0 2em}\
+.bar{position:relative;height:14px;margin:2px 0;background:#4a7fd4;border-radius:2px;min-width:2px}\
+.bar span{position:absolute;left:100%;white-space:nowrap;font-size:11px;padding-left:4px;color:#333}";
+
+/// The page: a summary, the timeline of the model calls, then the tree.
+fn html(events: &[Value], title: &str) -> String {
+    let calls: Vec<&Value> = events.iter().filter(|e| e.get("site").is_some()).collect();
+    // The timeline starts at the first request.
+    let begin = calls
+        .iter()
+        .map(|e| e["start_ms"].as_f64().unwrap_or(0.0))
+        .fold(f64::INFINITY, f64::min);
+    let begin = if begin.is_finite() { begin } else { 0.0 };
+    let end = calls
+        .iter()
+        .map(|e| {
+            e["start_ms"].as_f64().unwrap_or(0.0) + e["latency_ms"].as_f64().unwrap_or(0.0) - begin
+        })
+        .fold(0.0_f64, f64::max)
+        .max(1.0);
+    let mut out = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>sap trace: {t}</title><style>{STYLE}</style></head><body>\n<h1>sap trace: {t}</h1>\n<p class=\"meta\" id=\"summary\">{n} model calls, {tools} tool calls, {end:.0} ms</p>\n<h2>Timeline</h2>\n<div class=\"timeline\" id=\"timeline\">\n",
+        t = esc(title),
+        n = calls.len(),
+        tools = events.iter().filter(|e| e["event"] == "tool").count(),
+    );
+    for e in &calls {
+        let start = e["start_ms"].as_f64().unwrap_or(0.0) - begin;
+        let len = e["latency_ms"].as_f64().unwrap_or(0.0);
+        out.push_str(&format!(
+            "<div class=\"bar\" style=\"left:{:.2}%;width:{:.2}%\" title=\"{}\"><span>{} {:.0} ms</span></div>\n",
+            start / end * 100.0,
+            (len / end * 100.0).max(0.2),
+            esc(&location(e)),
+            esc(e["site"]["function"].as_str().unwrap_or("?")),
+            len
+        ));
+    }
+    out.push_str("</div>\n<h2>Calls by call path</h2>\n<div id=\"tree\">\n");
+    // Open `<details>` for the path printed so far.
+    let mut open: Vec<String> = Vec::new();
+    for e in events {
+        if let Some(path) = e["path"].as_array() {
+            let path: Vec<String> = path
+                .iter()
+                .filter_map(|p| p.as_str().map(str::to_owned))
+                .collect();
+            let common = open.iter().zip(&path).take_while(|(a, b)| a == b).count();
+            for _ in common..open.len() {
+                out.push_str("</details>\n");
+            }
+            open.truncate(common);
+            for name in &path[common..] {
+                out.push_str(&format!(
+                    "<details class=\"fn\" open><summary>{}</summary>\n",
+                    esc(name)
+                ));
+                open.push(name.clone());
+            }
+            let tokens = &e["tokens"];
+            out.push_str(&format!(
+                "<details class=\"call\"><summary>{} in <code>{}</code> at {} <span class=\"meta\">— {:.0} ms, {} / {} tokens{}</span></summary>\n",
+                esc(e["kind"].as_str().unwrap_or("call")),
+                esc(e["site"]["function"].as_str().unwrap_or("?")),
+                esc(&location(e)),
+                e["latency_ms"].as_f64().unwrap_or(0.0),
+                tokens["input"],
+                tokens["output"],
+                match e["attempt"].as_u64() {
+                    Some(n) if n > 0 => format!(", re-ask {n}"),
+                    _ => String::new(),
+                }
+            ));
+            out.push_str(&format!(
+                "<pre class=\"context\">{}</pre>\n<p><b>asked:</b> {}</p>\n<pre class=\"answer\">{}</pre>\n",
+                esc(e["request"]["context"].as_str().unwrap_or("")),
+                esc(e["request"]["instruction"].as_str().unwrap_or("")),
+                esc(&answer(e))
+            ));
+            if let Some(err) = e["error"].as_str() {
+                out.push_str(&format!("<p class=\"err\">{}</p>\n", esc(err)));
+            }
+            if let Some(source) = e["untrusted_context"].as_str() {
+                out.push_str(&format!(
+                    "<p class=\"untrusted\">untrusted context: {}</p>\n",
+                    esc(source)
+                ));
+            }
+            out.push_str("</details>\n");
+        } else if e["event"] == "tool" {
+            out.push_str(&format!(
+                "<p class=\"tool\">tool {} <code>{}</code> {} <span class=\"meta\">— {:.1} ms</span></p>\n",
+                esc(e["server"].as_str().unwrap_or("?")),
+                esc(e["tool"].as_str().unwrap_or("?")),
+                esc(&e["arguments"].to_string()),
+                e["ms"].as_f64().unwrap_or(0.0)
+            ));
+        } else if e["event"] == "trust" {
+            out.push_str(&format!(
+                "<p class=\"trust\">trust at {}:{}: {}</p>\n",
+                esc(e["file"].as_str().unwrap_or("?")),
+                e["line"],
+                esc(e["reason"].as_str().unwrap_or(""))
+            ));
+        }
+    }
+    for _ in &open {
+        out.push_str("</details>\n");
+    }
+    out.push_str("</div>\n</body></html>\n");
+    out
 }
 
 #[cfg(test)]

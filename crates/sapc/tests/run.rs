@@ -863,3 +863,80 @@ fn traces_are_shown_as_trees_and_diffed_by_decision() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("b.jsonl:1: not a trace event"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Renders `page` in headless Chromium (Debian's package, installed when missing) and
+/// returns the DOM it built.
+fn chromium_dom(page: &Path) -> String {
+    let profile = page.with_extension("profile");
+    let out = Command::new(test_support::mcp::chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs (apt-get install chromium)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_trace_page_renders_in_a_real_browser() {
+    let dir = std::env::temp_dir().join(format!("sapc-trace-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("run.jsonl");
+    let page = dir.join("run.html");
+    let example = examples().join("code_analysis.sap");
+    let out = sapc(&[
+        "run",
+        example.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = sapc(&[
+        "trace",
+        "html",
+        trace.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = chromium_dom(&page);
+    // The browser built the page: its summary, two bars on the timeline, the tree.
+    assert!(
+        dom.contains("<p class=\"meta\" id=\"summary\">2 model calls, 0 tool calls,"),
+        "{dom}"
+    );
+    assert_eq!(dom.matches("class=\"bar\"").count(), 2, "{dom}");
+    assert!(
+        dom.contains("<details class=\"fn\" open=\"\"><summary>main</summary>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<summary>produce in <code>analyze_code</code> at "),
+        "{dom}"
+    );
+    assert!(dom.contains("Division by zero when b is 0."), "{dom}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,5 +1,6 @@
-//! The real MCP servers the tests talk to, installed from the registries by
-//! `tools/mcp/setup.sh` into a cache outside the repository (once per test process).
+//! The real counterparts the tests talk to: the MCP servers, installed from the
+//! registries by `tools/mcp/setup.sh` into a cache outside the repository, and a
+//! headless browser (`tools/browser/setup.sh`); once per test process.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,6 +33,26 @@ pub fn node_server(name: &str) -> (String, String) {
         .join(format!("server-{name}"))
         .join("dist/index.js");
     ("node".to_owned(), entry.display().to_string())
+}
+
+/// Headless Chromium, installed from Debian's packages by `tools/browser/setup.sh` if it
+/// is missing; panics with what to do when it cannot be.
+pub fn chromium() -> &'static Path {
+    static CHROMIUM: OnceLock<PathBuf> = OnceLock::new();
+    CHROMIUM.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/browser/setup.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed:\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
 }
 
 /// The Python of the venv that has the `mcp` SDK.

@@ -104,6 +104,8 @@ pub struct Runtime {
     meter: Meter,
     trace: Option<TraceSink>,
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+    /// When the runtime was made: trace lines say when each request started, from here.
+    created: Instant,
 }
 
 impl Runtime {
@@ -115,6 +117,7 @@ impl Runtime {
             meter,
             trace: None,
             validators: Mutex::default(),
+            created: Instant::now(),
         }
     }
 
@@ -445,6 +448,7 @@ impl Runtime {
             "repairs": repairs,
             "tokens": response.map(|r| json!({ "input": r.usage.input, "output": r.usage.output, "cached": r.usage.cached })),
             "latency_ms": latency.as_secs_f64() * 1000.0,
+            "start_ms": self.created.elapsed().saturating_sub(latency).as_secs_f64() * 1000.0,
             "retries": response.map_or(0, |r| r.retries),
             "structured": response.and_then(|r| r.structured),
             "sampling": response.and_then(|r| r.sampling.clone()),
