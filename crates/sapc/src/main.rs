@@ -60,12 +60,14 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run the language server on standard input and output.
     Lsp,
-    /// Traces of runs (`sapc run --trace`), for people: show one as a tree, diff two.
+    /// Traces of runs (`sapc run --trace`), for people: show one as a tree or a page,
+    /// diff two.
     Trace {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
-    /// MCP servers: import their tools as a typed sap module, or list them.
+    /// MCP servers: import their tools as a typed sap module, list them, or serve a
+    /// program's `export fn`s as one.
     Mcp {
         #[command(subcommand)]
         command: mcp::McpCommand,
