@@ -328,9 +328,10 @@ impl McpServer {
                 .map_err(|e| {
                     format!("cannot start MCP server `{}` (`{command}`): {e}", self.name)
                 })?;
+            let mut reader = None;
             if let Some(mut pipe) = child_stderr {
                 let tail = stderr.clone();
-                tokio::spawn(async move {
+                reader = Some(tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
                     while let Ok(n) = pipe.read(&mut buf).await {
                         if n == 0 {
@@ -344,15 +345,23 @@ impl McpServer {
                             t.replace_range(..cut, "");
                         }
                     }
-                });
+                }));
             }
-            client.serve(transport).await.map_err(|e| {
-                format!(
-                    "MCP server `{}` (`{command}`) failed its start-up handshake: {e}{}",
-                    self.name,
-                    stderr_note(&stderr)
-                )
-            })?
+            match client.serve(transport).await {
+                Ok(service) => service,
+                Err(e) => {
+                    // A server that failed at start has usually said why on its way out:
+                    // let the reader reach the end of what it wrote.
+                    if let Some(reader) = reader {
+                        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+                    }
+                    return Err(format!(
+                        "MCP server `{}` (`{command}`) failed its start-up handshake: {e}{}",
+                        self.name,
+                        stderr_note(&stderr)
+                    ));
+                }
+            }
         } else {
             let url = expand_env(self.config.url.as_deref().unwrap_or_default(), &self.name)?;
             crate::http::install_crypto();
