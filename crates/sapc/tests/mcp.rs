@@ -318,7 +318,7 @@ fn a_slow_tool_times_out_and_a_dead_server_is_restarted_once() {
 
     // The run's time budget ends a call too, whatever the server's time-out.
     p.write("sap.toml", &py_toml("timeout_seconds = 60\n"));
-    let run = p.sapc(&["run", "main.sap", "--max-time", "1"]);
+    let run = p.sapc(&["run", "main.sap", "--max-time", "3"]);
     assert_eq!(run.status.code(), Some(1));
     let err = stderr(&run);
     assert!(
@@ -772,18 +772,18 @@ fn main(ctx: Context) {
 
 #[test]
 fn progress_notifications_keep_a_long_call_alive() {
-    // A 2 s operation with a 0.8 s time-out: it reports progress every 0.5 s, and each
+    // A 3 s operation with a 1.5 s time-out: it reports progress every 0.5 s, and each
     // report starts the time-out again.
     let p = Project::new(
         "progress",
-        &format!("{}timeout_seconds = 0.8\n", everything_toml()),
+        &format!("{}timeout_seconds = 1.5\n", everything_toml()),
     );
     p.write(
         "main.sap",
         r#"extern "mcp:everything/trigger-long-running-operation" fn long_operation(duration: Option<f64>, steps: Option<f64>) -> String;
 
 fn main() {
-    print(long_operation(Some(2.0), Some(4.0)));
+    print(long_operation(Some(3.0), Some(6.0)));
 }
 "#,
     );
@@ -791,15 +791,15 @@ fn main() {
     ok(&run);
     assert_eq!(
         stdout(&run),
-        "Long running operation completed. Duration: 2 seconds, Steps: 4.\n"
+        "Long running operation completed. Duration: 3 seconds, Steps: 6.\n"
     );
-    // Without progress in between, the same time-out ends the call: one 2 s step.
+    // Without progress in between, the same time-out ends the call: one 3 s step.
     p.write(
         "main.sap",
-        &p.read("main.sap").replace("Some(4.0)", "Some(1.0)"),
+        &p.read("main.sap").replace("Some(6.0)", "Some(1.0)"),
     );
     let run = p.sapc(&["run", "main.sap"]);
-    fails(&run, 1, "no answer in 0.8 s; the call was cancelled");
+    fails(&run, 1, "no answer in 1.5 s; the call was cancelled");
 }
 
 #[test]
