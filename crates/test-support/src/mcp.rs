@@ -6,23 +6,33 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The cache folder, after making sure the servers are installed. Panics with what to do
-/// when they cannot be: a test of a real server must not pass without one.
+/// Runs a set-up script of `tools/` and returns what it prints (a path). Panics with
+/// what to do when it fails: a test of a real counterpart must not pass without one.
+fn set_up(script: &str, needs: &str) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tools")
+        .join(script);
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed (it needs {needs}):\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The cache folder, after making sure the servers are installed.
 pub fn cache() -> &'static Path {
     static CACHE: OnceLock<PathBuf> = OnceLock::new();
     CACHE.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/mcp/setup.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed (it needs node/npm and python3 with network access to the registries):\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        set_up(
+            "mcp/setup.sh",
+            "node/npm and python3 with network access to the registries",
+        )
     })
 }
 
@@ -36,22 +46,14 @@ pub fn node_server(name: &str) -> (String, String) {
 }
 
 /// Headless Chromium, installed from Debian's packages by `tools/browser/setup.sh` if it
-/// is missing; panics with what to do when it cannot be.
+/// is missing.
 pub fn chromium() -> &'static Path {
     static CHROMIUM: OnceLock<PathBuf> = OnceLock::new();
     CHROMIUM.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/browser/setup.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed:\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        set_up(
+            "browser/setup.sh",
+            "Debian's chromium package, or root to install it",
+        )
     })
 }
 
