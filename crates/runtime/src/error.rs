@@ -86,3 +86,12 @@ impl fmt::Display for RuntimeError {
 }
 
 impl std::error::Error for RuntimeError {}
+
+/// `text` cut to at most `most` characters, with `…` where it was cut: a long answer or
+/// tool result quoted in a message.
+pub fn shorten(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}

@@ -88,3 +88,29 @@ impl TypeDesc {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// `struct Point { x: i32, label: Option<String> }`, for the tests of what reads
+    /// values of a type.
+    pub(crate) fn point() -> TypeDesc {
+        TypeDesc::Struct(Arc::new(StructDesc {
+            name: "Point".into(),
+            doc: None,
+            fields: vec![
+                FieldDesc {
+                    name: "x".into(),
+                    doc: None,
+                    ty: TypeDesc::I32,
+                },
+                FieldDesc {
+                    name: "label".into(),
+                    doc: None,
+                    ty: TypeDesc::Option(Box::new(TypeDesc::String)),
+                },
+            ],
+        }))
+    }
+}

@@ -139,11 +139,7 @@ fn prefix(path: &str, e: DecodeError) -> String {
 /// A wrong answer as it is sent back with its correction: a long one (a model that ran
 /// on) is cut, so the re-ask stays within the model's context window.
 pub(super) fn echoed(raw: &str) -> String {
-    const MOST: usize = 1500;
-    match raw.char_indices().nth(MOST) {
-        Some((cut, _)) => format!("{}…", &raw[..cut]),
-        None => raw.to_owned(),
-    }
+    crate::error::shorten(raw, 1500)
 }
 
 /// Repairs in a `select` answer: `option` written as a string, and the chosen arm's

@@ -357,27 +357,8 @@ fn gemini_dialect(schema: JsonValue, path: &str, gaps: &mut Vec<Gap>) -> JsonVal
 mod tests {
     use super::*;
     use crate::schema::{ArmDesc, choice_schema, decision_schema, schema_of, value_schema};
-    use crate::types::{FieldDesc, ParamDesc, StructDesc, TypeDesc};
-    use std::sync::Arc;
-
-    fn point() -> TypeDesc {
-        TypeDesc::Struct(Arc::new(StructDesc {
-            name: "Point".into(),
-            doc: None,
-            fields: vec![
-                FieldDesc {
-                    name: "x".into(),
-                    doc: None,
-                    ty: TypeDesc::I32,
-                },
-                FieldDesc {
-                    name: "label".into(),
-                    doc: None,
-                    ty: TypeDesc::Option(Box::new(TypeDesc::String)),
-                },
-            ],
-        }))
-    }
+    use crate::types::tests::point;
+    use crate::types::{ParamDesc, TypeDesc};
 
     #[test]
     fn openai_keeps_ranges_and_drops_lengths() {

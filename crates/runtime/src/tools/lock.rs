@@ -192,11 +192,10 @@ fn short(schema: &JsonValue) -> String {
     {
         return format!("`{t}`");
     }
-    let text = canonical(schema).to_string();
-    match text.char_indices().nth(60) {
-        Some((cut, _)) => format!("`{}…`", &text[..cut]),
-        None => format!("`{text}`"),
-    }
+    format!(
+        "`{}`",
+        crate::error::shorten(&canonical(schema).to_string(), 60)
+    )
 }
 
 #[cfg(test)]

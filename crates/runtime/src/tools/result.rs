@@ -108,10 +108,7 @@ pub fn value(result: &CallToolResult, ret: &TypeDesc) -> Result<Value, String> {
 }
 
 fn shorten(text: &str) -> String {
-    match text.char_indices().nth(120) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    crate::error::shorten(text, 120)
 }
 
 #[cfg(test)]
@@ -119,28 +116,8 @@ mod tests {
     use super::*;
     use rmcp::model::ContentBlock as Content;
     use serde_json::json;
-    use std::sync::Arc;
 
-    use crate::types::{FieldDesc, StructDesc};
-
-    fn point() -> TypeDesc {
-        TypeDesc::Struct(Arc::new(StructDesc {
-            name: "Point".into(),
-            doc: None,
-            fields: vec![
-                FieldDesc {
-                    name: "x".into(),
-                    doc: None,
-                    ty: TypeDesc::I32,
-                },
-                FieldDesc {
-                    name: "label".into(),
-                    doc: None,
-                    ty: TypeDesc::Option(Box::new(TypeDesc::String)),
-                },
-            ],
-        }))
-    }
+    use crate::types::tests::point;
 
     #[test]
     fn results_decode_into_the_declared_type() {
