@@ -1,274 +1,22 @@
-//! Provenance: which values are untrusted, and whether one can steer a `trusted`
-//! parameter (docs/REFERENCE.md, "Provenance").
-//!
-//! Sources: what MCP tools, `fs::read`/`list`, `http::get`/`post`, `process::run` and
-//! `read_file` return (unless declared `trusted extern fn`). A value computed from an
-//! untrusted one is untrusted; so is a model's answer — an LLM function's result, a `_`,
-//! a `select`'s choice — while its context holds an untrusted value. A call that runs
-//! because of an untrusted value (in a branch or loop it decides, in the clause an
-//! untrusted `select` chose) counts as receiving untrusted arguments: control
-//! dependence, as in information-flow type systems. `trust(value, "why")` declassifies.
-//!
-//! The analysis is an abstract interpretation of each body over a small lattice — a
-//! value is clean, or carries a witness path from a source and/or the function's
-//! parameters it depends on — with loops iterated to a fixed point and branches joined.
-//! Each function is summarized for its callers (which parameters reach the result,
-//! which reach a trusted sink, whether a sink is reachable at all) by a salsa query of
-//! its own, so an edit re-analyzes the function and only those callers whose callee's
-//! summary changed; recursion is a salsa cycle, iterated from an empty summary until the
-//! summaries stop growing. It is conservative: a loop's injections are dropped at the
-//! end of each iteration, as the context frame is, but every branch a value may have
-//! taken counts. A program without both an untrusted source and a `trusted` parameter
-//! cannot have a violation and is not analyzed.
+//! The walk over one function's body: each value's trust, joined over branches and
+//! iterated over loops, checked at every call against the callee's `trusted`
+//! parameters and summary.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
 
+use syntax::Span;
 use syntax::ast::{self, Block, Expr, ExprKind, Stmt, StmtKind};
 use syntax::binding::ExternBinding;
-use syntax::{LineIndex, Span};
 
+use super::taint::{Params, Taint};
+use super::{Step, Summary, extern_summary, fn_summary, show_path};
 use crate::Db;
 use crate::body::{Callee, LocalId, Resolution};
 use crate::builtins::Builtin;
-use crate::defs::{Signature, fn_signature};
+use crate::defs::fn_signature;
 use crate::diagnostics::{self as diag, HirDiagnostic};
 use crate::infer::{BodyResult, check_body};
-use crate::items::{Item, ItemKind, SourceFile, Workspace, file_items, program_files};
-
-/// One step of the way an untrusted value went: what happened, and where.
-#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
-pub struct Step {
-    pub what: Cow<'static, str>,
-    pub file: SourceFile,
-    pub offset: u32,
-}
-
-type Path = Vec<Step>;
-
-/// What a function does with trust, as its callers see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
-pub struct Summary {
-    /// The result is untrusted whatever the arguments (the path inside).
-    pub ret_source: Option<Path>,
-    /// Parameters whose taint reaches the result, with the steps inside.
-    pub ret_params: Params,
-    /// Parameters whose taint reaches a `trusted` parameter inside: the steps, and the
-    /// sink (`` `pay(to:)` ``). No steps: the parameter is `trusted` itself.
-    pub sink_params: BTreeMap<u32, (Path, String)>,
-    /// A `trusted` parameter the function may reach at all, whatever the arguments (for
-    /// control dependence): the steps and the sink.
-    pub any_sink: Option<(Path, String)>,
-}
-
-impl Summary {
-    /// What the fixed point compares: paths are witnesses, not part of the result.
-    fn shape(&self) -> (bool, Vec<u32>, Vec<u32>, bool) {
-        (
-            self.ret_source.is_some(),
-            self.ret_params.iter().map(|(i, _)| i).collect(),
-            self.sink_params.keys().copied().collect(),
-            self.any_sink.is_some(),
-        )
-    }
-}
-
-/// What one function does with trust, and the violations in its body. Recursion is a
-/// cycle of these queries, which salsa iterates from an empty summary until the
-/// summaries stop growing.
-#[salsa::tracked(returns(ref), cycle_fn = analysis_recover, cycle_initial = analysis_initial)]
-pub fn fn_analysis<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<HirDiagnostic<'db>>) {
-    analyze(db, item)
-}
-
-fn analysis_initial<'db>(
-    _db: &'db dyn Db,
-    _id: salsa::Id,
-    _item: Item<'db>,
-) -> (Summary, Vec<HirDiagnostic<'db>>) {
-    Default::default()
-}
-
-/// Converged when nothing but the witness paths changed (a path through recursion would
-/// otherwise grow by a step each round).
-fn analysis_recover<'db>(
-    _db: &'db dyn Db,
-    _cycle: &salsa::Cycle,
-    last: &(Summary, Vec<HirDiagnostic<'db>>),
-    value: (Summary, Vec<HirDiagnostic<'db>>),
-    _item: Item<'db>,
-) -> (Summary, Vec<HirDiagnostic<'db>>) {
-    if last.0.shape() == value.0.shape() {
-        last.clone()
-    } else {
-        value
-    }
-}
-
-/// What `item` (a function) does with trust, as its callers see it.
-pub fn fn_summary<'db>(db: &'db dyn Db, item: Item<'db>) -> &'db Summary {
-    &fn_analysis(db, item).0
-}
-
-/// The violations found in `item`'s body. A program with no untrusted source or no
-/// `trusted` parameter has none, and is not analyzed.
-pub fn provenance_diagnostics<'db>(db: &'db dyn Db, item: Item<'db>) -> &'db [HirDiagnostic<'db>] {
-    if !has_sources_and_sinks(db, db.workspace()) {
-        return &[];
-    }
-    &fn_analysis(db, item).1
-}
-
-/// Whether the program has both an untrusted source (a bound tool, `read_file`) and a
-/// `trusted` parameter: only then can untrusted data reach one.
-#[salsa::tracked]
-pub fn has_sources_and_sinks(db: &dyn Db, workspace: Workspace) -> bool {
-    let (mut source, mut sink) = (false, false);
-    for &file in program_files(db, workspace) {
-        for &item in &file_items(db, file).items {
-            match item.kind(db) {
-                ItemKind::ExternFn => {
-                    let sig = fn_signature(db, item);
-                    source |= sig.binding.is_some() && !sig.trusted;
-                    sink |= sig.params.iter().any(|p| p.trusted);
-                }
-                ItemKind::Fn => {
-                    sink |= fn_signature(db, item).params.iter().any(|p| p.trusted);
-                    source |= check_body(db, item)
-                        .facts
-                        .calls
-                        .contains(&Callee::Builtin(Builtin::ReadFile));
-                }
-                _ => {}
-            }
-        }
-    }
-    source && sink
-}
-
-/// A value's trust: clean, or untrusted because of a source and/or of parameters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Taint {
-    source: Option<Path>,
-    params: Params,
-}
-
-/// The parameters a value depends on, each with the steps since (most have none, and
-/// cost no allocation). Functions have at most 64 parameters that count; a 65th and
-/// later share the last bit.
-#[derive(Clone, Debug, Default, PartialEq, Eq, salsa::SalsaValue)]
-pub struct Params {
-    bits: u64,
-    /// The non-empty paths, by parameter.
-    paths: Vec<(u32, Path)>,
-}
-
-impl Params {
-    fn bit(i: u32) -> u64 {
-        1 << i.min(63)
-    }
-
-    fn one(i: u32) -> Params {
-        Params {
-            bits: Params::bit(i),
-            paths: Vec::new(),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.bits == 0
-    }
-
-    /// Each parameter with its path.
-    fn iter(&self) -> impl Iterator<Item = (u32, &[Step])> {
-        (0..64u32).filter(|i| self.bits & (1 << i) != 0).map(|i| {
-            let path = self
-                .paths
-                .iter()
-                .find(|(p, _)| *p == i)
-                .map_or(&[][..], |(_, path)| path.as_slice());
-            (i, path)
-        })
-    }
-
-    fn join(&mut self, other: &Params) {
-        for (i, path) in &other.paths {
-            if self.bits & Params::bit(*i) == 0 {
-                self.paths.push((*i, path.clone()));
-            }
-        }
-        self.bits |= other.bits;
-    }
-
-    fn extend(&mut self, steps: &[Step]) {
-        if self.bits == 0 || steps.is_empty() {
-            return;
-        }
-        for i in (0..64u32).filter(|i| self.bits & (1 << i) != 0) {
-            match self.paths.iter_mut().find(|(p, _)| *p == i) {
-                Some((_, path)) => path.extend_from_slice(steps),
-                None => self.paths.push((i, steps.to_vec())),
-            }
-        }
-    }
-}
-
-impl Taint {
-    fn source(step: Step) -> Taint {
-        Taint {
-            source: Some(vec![step]),
-            params: Params::default(),
-        }
-    }
-
-    fn is_clean(&self) -> bool {
-        self.source.is_none() && self.params.is_empty()
-    }
-
-    fn join(&mut self, other: &Taint) {
-        if self.source.is_none() {
-            self.source.clone_from(&other.source);
-        }
-        self.params.join(&other.params);
-    }
-
-    fn joined(mut self, other: &Taint) -> Taint {
-        self.join(other);
-        self
-    }
-
-    /// A step every path takes: into a context, out of the model.
-    fn then(mut self, step: &Step) -> Taint {
-        if let Some(p) = &mut self.source {
-            p.push(step.clone());
-        }
-        self.params.extend(std::slice::from_ref(step));
-        self
-    }
-
-    /// A step recorded on the way from a source only: inside a function, the way from a
-    /// parameter is told by the sink it reaches (this keeps parameter paths, which are
-    /// everywhere, free of allocation).
-    fn then_source(mut self, step: &Step) -> Taint {
-        if let Some(p) = &mut self.source {
-            p.push(step.clone());
-        }
-        self
-    }
-
-    fn then_path(mut self, steps: &[Step]) -> Taint {
-        if let Some(p) = &mut self.source {
-            p.extend_from_slice(steps);
-        }
-        self.params.extend(steps);
-        self
-    }
-
-    /// Same sources and parameters: what the loop fixed point compares.
-    fn same_shape(&self, other: &Taint) -> bool {
-        self.source.is_some() == other.source.is_some() && self.params.bits == other.params.bits
-    }
-}
+use crate::items::{Item, ItemKind, SourceFile};
 
 struct Analyzer<'db> {
     db: &'db dyn Db,
@@ -287,7 +35,7 @@ struct Analyzer<'db> {
     diagnostics: Vec<HirDiagnostic<'db>>,
 }
 
-fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<HirDiagnostic<'db>>) {
+pub(super) fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<HirDiagnostic<'db>>) {
     let ast::ItemKind::Fn(f) = &item.ast(db).kind else {
         return Default::default();
     };
@@ -788,53 +536,4 @@ impl<'db> Analyzer<'db> {
         ));
         true
     }
-}
-
-/// What an extern does with trust: a bound tool's result is a source (unless declared
-/// `trusted extern fn`); a host extern's result follows its arguments; its `trusted`
-/// parameters are sinks.
-fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
-    let mut s = Summary::default();
-    let source = match &sig.binding {
-        Some(ExternBinding::Mcp { .. }) => true,
-        Some(ExternBinding::Std { module, tool }) => matches!(
-            (module.as_str(), tool.as_str()),
-            ("fs", "read") | ("fs", "list") | ("http", _) | ("process", "run")
-        ),
-        None => false,
-    };
-    if sig.trusted {
-        // Declared trusted: what it returns is the program's own.
-    } else if source {
-        s.ret_source = Some(Vec::new());
-    } else {
-        for i in 0..sig.params.len() {
-            s.ret_params.join(&Params::one(i as u32));
-        }
-    }
-    for (i, p) in sig.params.iter().enumerate() {
-        if p.trusted {
-            let sink = format!("`{name}({}:)`", p.name);
-            s.sink_params.insert(i as u32, (Vec::new(), sink.clone()));
-            s.any_sink.get_or_insert((Vec::new(), sink));
-        }
-    }
-    s
-}
-
-/// "`inbox::read` (line 12) → injected into `triage`'s context (line 20) → …".
-fn show_path(db: &dyn Db, path: &[Step]) -> String {
-    let mut indexes: HashMap<SourceFile, LineIndex> = HashMap::new();
-    let parts: Vec<String> = path
-        .iter()
-        .map(|s| {
-            let text = s.file.text(db);
-            let index = indexes
-                .entry(s.file)
-                .or_insert_with(|| LineIndex::new(text));
-            let line = index.line_col(text, s.offset).line + 1;
-            format!("{} (line {line})", s.what)
-        })
-        .collect();
-    parts.join(" → ")
 }
