@@ -303,7 +303,7 @@ impl<'h> Evaluator<'h> {
             }
             Op::ContextNew => Slot::Ctx(Context::new()),
             Op::ContextChild(c) => Slot::Ctx(ctx(c)?.child()),
-            Op::ContextEnter(c, f) => Slot::Ctx(ctx(c)?.enter(f)),
+            Op::ContextEnter(c, f) => Slot::Ctx(ctx(c)?.enter(Arc::from(f.as_str()))),
             Op::Instruct(c, text) => {
                 ctx(c)?.instruct(text);
                 Slot::Empty

@@ -457,7 +457,7 @@ pub extern "C" fn sap_ctx_enter(ctx: i64, function: i64) -> i64 {
         _ => Context::new(),
     };
     match borrow(function) {
-        Some(Slot::Val(Value::Str(f))) => new_obj(Slot::Ctx(parent.enter(f))),
+        Some(Slot::Val(Value::Str(f))) => new_obj(Slot::Ctx(parent.enter(f.clone()))),
         _ => new_obj(Slot::Ctx(parent.child())),
     }
 }

@@ -73,11 +73,11 @@ impl Context {
 
     /// A callee's frame on top of this context: like [`Context::child`], named after
     /// the function, so that a call knows its path (traces are trees by it).
-    pub fn enter(&self, function: &str) -> Context {
+    pub fn enter(&self, function: Arc<str>) -> Context {
         Context {
             top: Arc::new(Frame {
                 parent: Some(self.top.clone()),
-                function: Some(Arc::from(function)),
+                function: Some(function),
                 entries: Mutex::default(),
             }),
         }

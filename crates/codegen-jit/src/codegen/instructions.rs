@@ -221,11 +221,10 @@ impl FnCg<'_, '_> {
                 self.call(Intr::CtxChild, &[c]).expect("returns")
             }
             Op::ContextEnter(c, f) => {
+                // The name is a pinned string the intrinsic only reads: no count to keep.
                 let c = self.value(*c);
-                let name = self.const_obj(Pin::Str(f.to_string()));
-                let frame = self.call(Intr::CtxEnter, &[c, name]).expect("returns");
-                self.call(Intr::Release, &[name]);
-                frame
+                let name = self.pin(Pin::Str(f.to_string()));
+                self.call(Intr::CtxEnter, &[c, name]).expect("returns")
             }
             Op::Instruct(c, text) => {
                 let c = self.value(*c);
