@@ -26,7 +26,7 @@ use ir::{Module, SrcSpan};
 use runtime::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, ProviderError};
 use runtime::provider::replay::ReplayProvider;
 use runtime::{Runtime, RuntimeConfig};
-use test_support::fixtures::{is_program, used_modules};
+use test_support::fixtures::is_program;
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -87,17 +87,19 @@ impl Fixture {
     }
 }
 
-/// Whether the program reaches tools outside the host — an MCP server, or the standard
-/// `fs`/`http`/`process` tools, which need grants: sapc's tests run those, with the
-/// examples' sap.toml.
+/// Whether the program reaches tools outside the host — a module beside it (an MCP
+/// server's, imported) or the standard `fs`/`http`/`process` tools, which need grants:
+/// sapc's tests run those, with the examples' sap.toml.
 fn uses_tools(path: &Path) -> bool {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    ["use fs", "use http", "use process"]
-        .iter()
-        .any(|u| text.lines().any(|l| l.trim() == *u))
-        || std::iter::once(path.to_owned())
-            .chain(used_modules(path))
-            .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("extern \"mcp:")))
+    let mut db = hir::Database::default();
+    let file = db.add_file(
+        path.display().to_string(),
+        std::fs::read_to_string(path).unwrap_or_default(),
+    );
+    let dir = path.parent().unwrap_or(Path::new("."));
+    hir::items::named_modules(&db, file).iter().any(|m| {
+        ["fs", "http", "process"].contains(&m.as_str()) || dir.join(format!("{m}.sap")).is_file()
+    })
 }
 
 /// Every fixture: the examples (run from the repository root, as the README does) and
