@@ -67,7 +67,8 @@ wait_for 8765
 wait_for 8766
 
 cache="$(mktemp -d)"
-examples="${EXAMPLES:-$(ls examples/*.sap | xargs -n1 basename | sed 's/\.sap$//')}"
+# The example programs: the files with a `main` (the others are modules they use).
+examples="${EXAMPLES:-$(grep -l 'fn main(' examples/*.sap | xargs -n1 basename | sed 's/\.sap$//')}"
 configs=(
     "llama-cpp-python|openai|8765"
     "llama-server|openai|8766"

@@ -113,12 +113,6 @@ struct State {
     checked: bool,
 }
 
-/// What a finished call gives back, with what the trace records.
-pub struct CallOutcome {
-    pub result: CallToolResult,
-    pub elapsed: Duration,
-}
-
 /// An MCP server of `sap.toml`, connected lazily.
 pub struct McpServer {
     name: String,
@@ -187,7 +181,7 @@ impl McpServer {
         tool: &str,
         arguments: Map<String, JsonValue>,
         deadline: Option<Instant>,
-    ) -> Result<CallOutcome, String> {
+    ) -> Result<CallToolResult, String> {
         let started = Instant::now();
         let connection = self.connection().await?;
         let mut timeout = self.config.timeout();
@@ -260,7 +254,7 @@ impl McpServer {
             }
             trace.record(&event);
         }
-        outcome.map(|result| CallOutcome { result, elapsed })
+        outcome
     }
 
     /// The live connection: opened on the first call, opened again once after the

@@ -68,10 +68,6 @@ impl Tools {
         self
     }
 
-    pub fn has_server(&self, name: &str) -> bool {
-        self.servers.contains_key(name)
-    }
-
     /// Calls `tool` of MCP server `server` with sap values, and reads the result as `ret`.
     pub async fn call_mcp(
         &self,
@@ -88,7 +84,7 @@ impl Tools {
         })?;
         let arguments = result::arguments(params, args)?;
         let outcome = s.call(tool, arguments, self.deadline).await?;
-        result::value(&outcome.result, ret)
+        result::value(&outcome, ret)
             .map_err(|e| format!("MCP server `{server}`, tool `{tool}`: {e}"))
     }
 }
