@@ -38,6 +38,8 @@ pub struct Signature<'db> {
     pub binding: Option<ExternBinding>,
     /// `trusted extern fn`: its results are trusted.
     pub trusted: bool,
+    /// `idempotent extern fn`: safe to run again after a crash stopped a call of it.
+    pub idempotent: bool,
     pub diagnostics: Vec<HirDiagnostic<'db>>,
     /// Type names in the signature and the items they name.
     pub type_refs: Vec<TypeRef<'db>>,
@@ -155,6 +157,7 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
         is_extern,
         binding,
         trusted: matches!(&ast_item.kind, ast::ItemKind::ExternFn(f) if f.trusted),
+        idempotent: matches!(&ast_item.kind, ast::ItemKind::ExternFn(f) if f.idempotent),
         type_refs: type_refs(&lowering),
         diagnostics: lowering.diagnostics,
     }

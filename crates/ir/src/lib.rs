@@ -480,6 +480,10 @@ pub struct Extern {
     pub ret: Type,
     pub doc: Option<String>,
     pub binding: Option<Binding>,
+    /// `idempotent extern fn`: a journaled run that stopped during a call of it runs
+    /// the call again on resuming (otherwise it stops and names the call).
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 /// Where a bound extern's tool lives (`extern "mcp:notes" fn …`).

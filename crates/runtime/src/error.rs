@@ -44,6 +44,8 @@ pub enum ErrorKind {
     NotRecorded,
     /// The program asked for an answer against a schema that is not a JSON Schema.
     BadSchema,
+    /// The run's journal (`--journal`) could not be used, or no longer matches.
+    Journal,
 }
 
 #[derive(Clone, Debug, PartialEq)]

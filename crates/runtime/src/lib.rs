@@ -19,6 +19,7 @@ pub mod call;
 pub mod context;
 pub mod error;
 pub mod http;
+pub mod journal;
 pub mod lenient;
 pub mod llm;
 pub mod order;

@@ -6,6 +6,7 @@
 mod cache;
 mod check;
 mod config;
+mod journal;
 mod mcp;
 mod render;
 mod run;
@@ -66,6 +67,11 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
+    /// Journals of durable runs (`sapc run --journal`): list the calls, forget one.
+    Journal {
+        #[command(subcommand)]
+        command: journal::JournalCommand,
+    },
     /// MCP servers: import their tools as a typed sap module, list them, or serve a
     /// program's `export fn`s as one.
     Mcp {
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
         Command::Trace { command } => ExitCode::from(trace::run(command)),
+        Command::Journal { command } => ExitCode::from(journal::run(command)),
         Command::Lsp => match lsp::run_stdio() {
             Ok(()) => ExitCode::from(exit::OK),
             Err(e) => {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
 use runtime::http::HttpConfig;
+use runtime::journal::{self, Journal};
 use runtime::llm::Provider;
 use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
 use runtime::provider::gemini::{GeminiConfig, GeminiProvider};
@@ -97,6 +98,23 @@ pub struct RunArgs {
     /// `jit` (native code, the default) or `eval` (the reference evaluator).
     #[arg(long, default_value = "jit")]
     pub engine: String,
+    /// Make the run durable: journal each model call, extern call, `input` and `print`
+    /// to this SQLite file, committed before it is used. The same command after a crash
+    /// resumes: journaled calls are answered from the journal, printed lines are not
+    /// printed again.
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+    /// When a resumed run's program no longer matches its journal: `stop` and name the
+    /// first call that diverges, or `rerun-changed` to call again from there.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = JournalPolicy::Stop, requires = "journal")]
+    pub journal_policy: JournalPolicy,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JournalPolicy {
+    #[default]
+    Stop,
+    RerunChanged,
 }
 
 /// What the standard tools may touch: the flags' grants (relative to the current
@@ -397,6 +415,22 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             s.wall_time.as_secs_f64()
         );
     }
+    if let Some(journal) = host.journal() {
+        if args.stats {
+            let r = journal.resumed();
+            eprintln!(
+                "journal {}: {} model calls, {} extern calls, {} inputs and {} printed lines taken from earlier runs",
+                journal.path().display(),
+                r.llm_calls,
+                r.extern_calls,
+                r.inputs,
+                r.prints
+            );
+        }
+        if result.is_ok() {
+            journal.finish_run().map_err(|e| e.to_string())?;
+        }
+    }
     match result {
         Ok(Value::Unit) => Ok(exit::OK),
         Ok(value) => {
@@ -457,6 +491,22 @@ pub fn host_for(
         ))),
         None => None,
     };
+    let journal = match &args.journal {
+        Some(path) => {
+            let program = std::fs::canonicalize(&args.file)
+                .unwrap_or_else(|_| args.file.clone())
+                .display()
+                .to_string();
+            let policy = match args.journal_policy {
+                JournalPolicy::Stop => journal::Policy::Stop,
+                JournalPolicy::RerunChanged => journal::Policy::RerunChanged,
+            };
+            Some(Arc::new(
+                Journal::open(path, &program, policy).map_err(|e| e.to_string())?,
+            ))
+        }
+        None => None,
+    };
     let deadline = budgets.max_wall_time.map(|d| started + d);
     let tools = crate::mcp::tools_for(&module, config, trace.clone(), deadline)?
         .with_grants(grants(args, config)?);
@@ -475,11 +525,14 @@ pub fn host_for(
         if let Some(trace) = &trace {
             rt = rt.with_trace(trace.clone());
         }
+        if let Some(journal) = &journal {
+            rt = rt.with_journal(journal.clone());
+        }
         Some(Arc::new(rt))
     } else {
         None
     };
-    let host = Host::new(
+    let mut host = Host::new(
         module,
         runtime.clone(),
         tokio.handle().clone(),
@@ -487,6 +540,9 @@ pub fn host_for(
         limits,
     )
     .with_tools(Arc::new(tools));
+    if let Some(journal) = journal {
+        host = host.with_journal(journal);
+    }
     Ok((host, runtime))
 }
 

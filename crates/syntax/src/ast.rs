@@ -90,6 +90,9 @@ pub struct Fn {
 pub struct ExternFn {
     /// `trusted extern fn`: what it returns is trusted.
     pub trusted: bool,
+    /// `idempotent extern fn`: safe to call again when a journaled run stopped during
+    /// a call of it.
+    pub idempotent: bool,
     /// The string of `extern "mcp:notes" fn`: where the tool lives, with its span.
     pub binding: Option<(String, Span)>,
     pub name: Ident,

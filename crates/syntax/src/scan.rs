@@ -150,7 +150,17 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-const ITEM_STARTS: &[&str] = &["fn", "extern", "struct", "enum", "type", "use"];
+const ITEM_STARTS: &[&str] = &[
+    "fn",
+    "extern",
+    "struct",
+    "enum",
+    "type",
+    "use",
+    "export",
+    "trusted",
+    "idempotent",
+];
 
 fn starts_item(rest: &str) -> bool {
     if rest.starts_with("///") {

@@ -53,7 +53,8 @@ impl Printer {
             }
             ItemKind::ExternFn(f) => {
                 let trusted = if f.trusted { "trusted-" } else { "" };
-                let _ = write!(self.out, "({trusted}extern-fn {}", f.name.name);
+                let idempotent = if f.idempotent { "idempotent-" } else { "" };
+                let _ = write!(self.out, "({trusted}{idempotent}extern-fn {}", f.name.name);
                 if let Some((binding, _)) = &f.binding {
                     let _ = write!(self.out, " (binding {binding:?})");
                 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::collections::HashMap;
 
 use ir::{self, Binding, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use runtime::journal::{self, Found, Journal};
 use runtime::schema::{self, ArmDesc};
 use runtime::tools::Tools;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
@@ -113,6 +114,11 @@ pub struct Host {
     started: std::time::Instant,
     /// Source texts by file, for line and column in LLM call sites.
     lines: Vec<Option<(String, LineIndex)>>,
+    /// A durable run's journal (`--journal`): extern calls, `input` and `print` go
+    /// through it (model calls go through the runtime's).
+    journal: Option<Arc<Journal>>,
+    /// Each declared extern's result type, and whether it is `idempotent`.
+    declared: HashMap<String, (TypeDesc, bool)>,
 }
 
 impl Host {
@@ -139,6 +145,11 @@ impl Host {
                 ))
             })
             .collect();
+        let declared = module
+            .externs
+            .iter()
+            .map(|e| (e.name.clone(), (desc_of(&types, &e.ret), e.idempotent)))
+            .collect();
         Host {
             module,
             tools: Arc::new(Tools::default()),
@@ -152,7 +163,19 @@ impl Host {
             input: Mutex::new(Box::new(std::io::BufReader::new(std::io::stdin()))),
             started: std::time::Instant::now(),
             lines: Vec::new(),
+            journal: None,
+            declared,
         }
+    }
+
+    /// Journals the run's extern calls, `input` and `print` (see `runtime::journal`).
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Host {
+        self.journal = Some(journal);
+        self
+    }
+
+    pub fn journal(&self) -> Option<&Arc<Journal>> {
+        self.journal.as_ref()
     }
 
     pub fn with_tools(mut self, tools: Arc<Tools>) -> Host {
@@ -352,7 +375,9 @@ impl Host {
         engine: &dyn Engine,
     ) -> Result<Value, ExecError> {
         if let Some(bound) = self.bound.get(name) {
-            return self.call_bound(name, bound, args, span);
+            return self.journaled(name, args, span, || {
+                self.call_bound(name, bound, args, span)
+            });
         }
         if self.externs.get(name).is_none()
             && let Some(b) = standard_extern(name)
@@ -365,7 +390,138 @@ impl Host {
                 span,
             )
         })?;
-        f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+        self.journaled(name, args, span, || {
+            f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+        })
+    }
+
+    /// `file:line:column` of a span, for the journal.
+    fn site_text(&self, span: Option<SrcSpan>) -> String {
+        span.map(|s| {
+            let (file, line, column) = self.location(s);
+            format!("{file}:{line}:{column}")
+        })
+        .unwrap_or_default()
+    }
+
+    /// An extern call through the journal, when the run has one: answered from it when
+    /// an earlier run journaled the call; otherwise journaled as started (unless the
+    /// extern is `idempotent`), called, and its result committed before it is used.
+    fn journaled(
+        &self,
+        name: &str,
+        args: &[Value],
+        span: Option<SrcSpan>,
+        call: impl FnOnce() -> Result<Value, ExecError>,
+    ) -> Result<Value, ExecError> {
+        let Some(j) = &self.journal else {
+            return call();
+        };
+        let (ret, idempotent) = match self.declared.get(name) {
+            Some((ret, idempotent)) => (ret.clone(), *idempotent),
+            None => (TypeDesc::Json, false),
+        };
+        let position = runtime::order::next_call();
+        let site = self.site_text(span);
+        let arguments: Vec<serde_json::Value> = args.iter().map(Value::to_json).collect();
+        let request = format!("{name}{}", serde_json::Value::Array(arguments));
+        let entry = journal::Call {
+            kind: journal::Kind::Extern,
+            position: &position,
+            name,
+            site: &site,
+            path: "",
+            request: &request,
+        };
+        let err = |e: journal::JournalError| ExecError::new(e.to_string(), span);
+        if let Found::Answer(text) = j.lookup(&entry, idempotent).map_err(err)? {
+            let decoded = serde_json::from_str(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|json| runtime::value::decode(&ret, &json).map_err(|e| e.to_string()));
+            return decoded.map_err(|e| {
+                ExecError::new(
+                    format!("the journaled result of `{name}` no longer reads as its type: {e}"),
+                    span,
+                )
+            });
+        }
+        if !idempotent {
+            j.begin(&entry).map_err(err)?;
+        }
+        match call() {
+            Ok(v) => {
+                j.finish(&entry, &v.to_json_string()).map_err(err)?;
+                Ok(v)
+            }
+            Err(e) => {
+                // It failed, and the run stops here: the next run calls it again.
+                let _ = j.failed(&entry);
+                Err(e)
+            }
+        }
+    }
+
+    /// `print` through the journal: a line an earlier run of the journal wrote is not
+    /// written again.
+    fn print_line(&self, text: &str, span: Option<SrcSpan>) -> Result<(), ExecError> {
+        let write = || {
+            let mut out = self.output.lock().unwrap_or_else(|e| e.into_inner());
+            writeln!(out, "{text}")
+                .and_then(|_| out.flush())
+                .map_err(|e| ExecError::new(format!("cannot print: {e}"), span))
+        };
+        let Some(j) = &self.journal else {
+            return write();
+        };
+        let position = runtime::order::next_call();
+        let site = self.site_text(span);
+        let entry = journal::Call {
+            kind: journal::Kind::Print,
+            position: &position,
+            name: "print",
+            site: &site,
+            path: "",
+            request: "",
+        };
+        let err = |e: journal::JournalError| ExecError::new(e.to_string(), span);
+        if let Found::Answer(_) = j.lookup(&entry, true).map_err(err)? {
+            return Ok(());
+        }
+        write()?;
+        j.printed(&entry, text).map_err(err)
+    }
+
+    /// `input` through the journal: a line read in an earlier run is not asked again.
+    fn input_line(&self, span: Option<SrcSpan>) -> Result<String, ExecError> {
+        let read = || {
+            let mut line = String::new();
+            self.input
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .read_line(&mut line)
+                .map_err(|e| ExecError::new(format!("cannot read input: {e}"), span))?;
+            Ok(line.trim_end_matches(['\n', '\r']).to_owned())
+        };
+        let Some(j) = &self.journal else {
+            return read();
+        };
+        let position = runtime::order::next_call();
+        let site = self.site_text(span);
+        let entry = journal::Call {
+            kind: journal::Kind::Input,
+            position: &position,
+            name: "input",
+            site: &site,
+            path: "",
+            request: "",
+        };
+        let err = |e: journal::JournalError| ExecError::new(e.to_string(), span);
+        if let Found::Answer(line) = j.lookup(&entry, true).map_err(err)? {
+            return Ok(line);
+        }
+        let line = read()?;
+        j.finish(&entry, &line).map_err(err)?;
+        Ok(line)
     }
 }
 

@@ -1,7 +1,6 @@
 //! What each standard extern does (their signatures are the `builtins` crate's table),
 //! and the tools of an Atom-of-Thought plan: a `Tool` value resolved to what it runs.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use ir::{self, Builtin, FuncId, SrcSpan, Type};
@@ -143,21 +142,10 @@ impl Host {
         let err = |m: String| ExecError::new(m, span);
         match (b, args) {
             (Builtin::Print, [v]) => {
-                let mut out = self.output.lock().unwrap_or_else(|e| e.into_inner());
-                writeln!(out, "{}", display(v))
-                    .and_then(|_| out.flush())
-                    .map_err(|e| err(format!("cannot print: {e}")))?;
+                self.print_line(&display(v), span)?;
                 Ok(Value::Unit)
             }
-            (Builtin::Input, []) => {
-                let mut line = String::new();
-                self.input
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .read_line(&mut line)
-                    .map_err(|e| err(format!("cannot read input: {e}")))?;
-                Ok(Value::str(line.trim_end_matches(['\n', '\r'])))
-            }
+            (Builtin::Input, []) => Ok(Value::str(&self.input_line(span)?)),
             (Builtin::ToString, [v]) => Ok(Value::str(&display(v))),
             (Builtin::Contains, [Value::Str(text), Value::Str(part)]) => {
                 Ok(Value::Bool(text.contains(&**part)))

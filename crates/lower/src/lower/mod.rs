@@ -135,6 +135,7 @@ impl<'db> ModuleLower<'db> {
                             ret,
                             doc: sig.doc.clone(),
                             binding,
+                            idempotent: sig.idempotent,
                         });
                     }
                     _ => {}

@@ -22,6 +22,7 @@ use serde_json::{Value as JsonValue, json};
 use crate::budget::{Budgets, Meter, RunStats};
 use crate::context::Context;
 use crate::error::{CallSite, ErrorKind, RuntimeError};
+use crate::journal::{self, Found, Journal};
 use crate::llm::{Correction, Finish, LlmRequest, Provider, ProviderError};
 use crate::schema::{self, ArmDesc};
 use crate::trace::TraceSink;
@@ -106,6 +107,9 @@ pub struct Runtime {
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
     /// When the runtime was made: trace lines say when each request started, from here.
     created: Instant,
+    /// A durable run's journal: answers are committed to it before they are used, and
+    /// a resumed run takes them from it.
+    journal: Option<Arc<Journal>>,
 }
 
 impl Runtime {
@@ -118,7 +122,13 @@ impl Runtime {
             trace: None,
             validators: Mutex::default(),
             created: Instant::now(),
+            journal: None,
         }
+    }
+
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Runtime {
+        self.journal = Some(journal);
+        self
     }
 
     pub fn with_trace(mut self, sink: TraceSink) -> Runtime {
@@ -228,9 +238,67 @@ impl Runtime {
     async fn ask(
         &self,
         site: &CallSite,
-        mut request: LlmRequest,
+        request: LlmRequest,
         shape: &AnswerShape,
     ) -> Result<Interpreted, RuntimeError> {
+        let Some(journal) = &self.journal else {
+            return self.ask_model(site, request, shape).await.map(|(i, _)| i);
+        };
+        let identity = request_identity(&request);
+        let (path, at) = (site.path.join(" > "), site.to_string());
+        let call = journal::Call {
+            kind: journal::Kind::Llm,
+            position: &request.order,
+            name: &site.function,
+            site: &at,
+            path: &path,
+            request: &identity,
+        };
+        let journal_error = |e: journal::JournalError| {
+            RuntimeError::new(ErrorKind::Journal, Some(site), e.to_string())
+        };
+        if let Found::Answer(text) = journal.lookup(&call, true).map_err(journal_error)? {
+            // The answer a model gave in an earlier run of this journal: read as it was
+            // then, with no request.
+            let interpreted = self.interpret(&text, shape).map_err(|e| {
+                RuntimeError::new(
+                    ErrorKind::Journal,
+                    Some(site),
+                    format!("the journaled answer no longer reads as this call's type: {e}"),
+                )
+            })?;
+            if let Some(trace) = &self.trace {
+                trace.record(&json!({
+                    "path": site.path,
+                    "site": { "function": site.function, "file": site.file, "line": site.line, "column": site.column },
+                    "kind": shape.kind.as_str(),
+                    "provider": "journal",
+                    "from_journal": true,
+                    "attempt": 0,
+                    "request": request.to_json(),
+                    "raw_answer": text,
+                    "value": interpreted.value.to_json(),
+                    "error": null,
+                    "repairs": interpreted.repairs,
+                    "tokens": null,
+                    "latency_ms": 0.0,
+                    "start_ms": self.created.elapsed().as_secs_f64() * 1000.0,
+                }));
+            }
+            return Ok(interpreted);
+        }
+        let (interpreted, raw) = self.ask_model(site, request.clone(), shape).await?;
+        journal.finish(&call, &raw).map_err(journal_error)?;
+        Ok(interpreted)
+    }
+
+    /// Asks the model (re-asking as needed): the answer, and its text as the model gave it.
+    async fn ask_model(
+        &self,
+        site: &CallSite,
+        mut request: LlmRequest,
+        shape: &AnswerShape,
+    ) -> Result<(Interpreted, String), RuntimeError> {
         let mut last_answer: Option<String> = None;
         let mut last_rung: Option<&'static str> = None;
         let mut reason = String::new();
@@ -307,7 +375,7 @@ impl Runtime {
             let raw = response.text.clone();
             last_rung = response.structured;
             match (interpreted, &response.finish) {
-                (Ok(i), _) => return Ok(i),
+                (Ok(i), _) => return Ok((i, raw)),
                 (Err(message), Finish::Refusal(_)) => {
                     let mut e = RuntimeError::new(ErrorKind::Refusal, Some(site), message);
                     e.raw_answer = Some(raw);
@@ -454,4 +522,13 @@ impl Runtime {
             "sampling": response.and_then(|r| r.sampling.clone()),
         }));
     }
+}
+
+/// What identifies a request in a journal: everything the model is asked, but not where
+/// the call stands, its output budget, or the corrections of re-asks.
+fn request_identity(request: &LlmRequest) -> String {
+    format!(
+        "{}\n--- context\n{}\n--- instruction\n{}\n--- schema {}\n{}",
+        request.system, request.context, request.instruction, request.schema_name, request.schema
+    )
 }

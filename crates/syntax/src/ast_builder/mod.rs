@@ -100,6 +100,7 @@ impl<'s> Builder<'s> {
             Rule::extern_fn => {
                 let mut it = body.into_inner().peekable();
                 let trusted = it.next_if(|p| p.as_rule() == Rule::kw_trusted).is_some();
+                let idempotent = it.next_if(|p| p.as_rule() == Rule::kw_idempotent).is_some();
                 let mut it = it.filter(|p| p.as_rule() != Rule::kw_fn).peekable();
                 let binding = it
                     .next_if(|p| p.as_rule() == Rule::extern_binding)
@@ -112,6 +113,7 @@ impl<'s> Builder<'s> {
                 let ret = it.next().map(|p| self.type_expr(p));
                 ItemKind::ExternFn(ExternFn {
                     trusted,
+                    idempotent,
                     binding,
                     name,
                     params,
