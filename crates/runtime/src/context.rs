@@ -10,8 +10,10 @@
 //! appear verbatim; injected values are data, delimited and labelled with where they came
 //! from, so the model can tell the program's instructions from the data it handles.
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, Weak};
 
+use crate::telemetry::{self, SpanContext};
 use crate::value::Value;
 
 /// Where an injected value came from.
@@ -37,6 +39,33 @@ struct Frame {
     /// The function whose frame this is; `None` for a loop iteration's and the root.
     function: Option<Arc<str>>,
     entries: Mutex<Vec<Entry>>,
+    /// The function call's OpenTelemetry span, when spans are exported: it ends when
+    /// the frame is dropped (the function returned).
+    span: Option<Box<SpanContext>>,
+}
+
+thread_local! {
+    /// The named frames entered on this thread that may still be open, innermost last
+    /// (only while spans are exported): an extern call's span goes under the innermost
+    /// one still alive.
+    static OPEN: RefCell<Vec<Weak<Frame>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The span of the innermost function call with a context still running on this
+/// thread, if spans are exported.
+pub(crate) fn innermost_span() -> Option<SpanContext> {
+    OPEN.with(|open| {
+        let mut open = open.borrow_mut();
+        while let Some(last) = open.last() {
+            if let Some(frame) = last.upgrade()
+                && let Some(span) = &frame.span
+            {
+                return Some((**span).clone());
+            }
+            open.pop();
+        }
+        None
+    })
 }
 
 /// A handle on a chain of frames; cloning it shares the frames.
@@ -67,6 +96,7 @@ impl Context {
                 parent: Some(self.top.clone()),
                 function: None,
                 entries: Mutex::default(),
+                span: None,
             }),
         }
     }
@@ -74,13 +104,44 @@ impl Context {
     /// A callee's frame on top of this context: like [`Context::child`], named after
     /// the function, so that a call knows its path (traces are trees by it).
     pub fn enter(&self, function: Arc<str>) -> Context {
+        if telemetry::active() {
+            return self.enter_traced(function);
+        }
         Context {
             top: Arc::new(Frame {
                 parent: Some(self.top.clone()),
                 function: Some(function),
                 entries: Mutex::default(),
+                span: None,
             }),
         }
+    }
+
+    #[cold]
+    fn enter_traced(&self, function: Arc<str>) -> Context {
+        let parent = self.span();
+        let span = telemetry::function_span(&function, parent.as_ref()).map(Box::new);
+        let top = Arc::new(Frame {
+            parent: Some(self.top.clone()),
+            function: Some(function),
+            entries: Mutex::default(),
+            span,
+        });
+        OPEN.with(|open| open.borrow_mut().push(Arc::downgrade(&top)));
+        Context { top }
+    }
+
+    /// The span of the innermost function call this context belongs to, if spans are
+    /// exported: the parent of a model call's span.
+    pub fn span(&self) -> Option<SpanContext> {
+        let mut frame = Some(&self.top);
+        while let Some(f) = frame {
+            if let Some(span) = &f.span {
+                return Some((**span).clone());
+            }
+            frame = f.parent.as_ref();
+        }
+        None
     }
 
     /// The functions whose frames this context is made of, outermost first: the call

@@ -27,6 +27,7 @@ pub mod provider;
 pub mod repair;
 pub mod runaway;
 pub mod schema;
+pub mod telemetry;
 pub mod tools;
 pub mod trace;
 pub mod types;

@@ -205,6 +205,11 @@ pub trait Provider: Send + Sync {
     /// For traces and errors: `openai`, `anthropic`, `replay`, ….
     fn name(&self) -> &str;
 
+    /// The model asked, for spans (`gen_ai.request.model`); empty when not known.
+    fn model(&self) -> &str {
+        ""
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

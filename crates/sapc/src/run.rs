@@ -108,6 +108,13 @@ pub struct RunArgs {
     /// first call that diverges, or `rerun-changed` to call again from there.
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = JournalPolicy::Stop, requires = "journal")]
     pub journal_policy: JournalPolicy,
+    /// Export OpenTelemetry spans over OTLP/HTTP to this collector (e.g.
+    /// `http://localhost:4318`): one per call of a function with a context, per model
+    /// call (GenAI conventions) and per extern call. Without it,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) turns
+    /// export on.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -342,6 +349,21 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let exporting = args.otlp.is_some()
+        || [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|u| !u.is_empty()));
+    if exporting {
+        let _guard = tokio.enter();
+        runtime::telemetry::install(runtime::telemetry::OtlpConfig {
+            endpoint: args.otlp.clone(),
+            program: args.file.display().to_string(),
+            tokio: tokio.handle().clone(),
+        })?;
+    }
     let texts = file_texts(&module, &inputs);
     let (host, runtime) = host_for(args, &config, module, calls_model, started, &tokio)?;
     let host = host.with_sources(
@@ -415,6 +437,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             s.wall_time.as_secs_f64()
         );
     }
+    runtime::telemetry::shutdown(result.as_ref().err().map(|e| e.message.as_str()));
     if let Some(journal) = host.journal() {
         if args.stats {
             let r = journal.resumed();

@@ -304,3 +304,53 @@ fn a_run_stopped_by_its_budget_resumes_where_it_stopped() {
     ok(&sapc_in(&dir, &run_args(f, "c.journal", &url)));
     assert_eq!(calls.load(Ordering::SeqCst), 6);
 }
+
+#[test]
+fn the_iterations_of_a_parallel_for_resume_by_their_index() {
+    let text = r#"
+/// How many stars the item deserves, 1 to 5.
+fn rate(ctx: Context, item: String) -> i32 {
+    "Rate this item"!
+    item!
+}
+
+fn main(ctx: Context) -> () {
+    let items = ["apple", "bread", "cheese", "dates", "eggs", "figs"]
+    let stars = parallel for item in items {
+        print("rating " + item)
+        rate(Context::new(), item)
+    }
+    print(to_string(stars))
+}
+"#;
+    let (dir, file) = program("journal_parallel", text);
+    let (_rt, server, asked) = model(Duration::from_millis(20));
+    let url = format!("{}/v1", server.url());
+    let f = file.to_str().unwrap();
+    let whole = sapc_in(&dir, &run_args(f, "whole.journal", &url));
+    ok(&whole);
+    asked.lock().unwrap().clear();
+
+    let mut args = run_args(f, "p.journal", &url);
+    args.extend(["--max-calls", "4", "--concurrency", "2"]);
+    let first = sapc_in(&dir, &args);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let second = sapc_in(&dir, &run_args(f, "p.journal", &url));
+    ok(&second);
+    // Every call was asked once over the two runs, whichever finished first.
+    let mut all = asked.lock().unwrap().clone();
+    all.sort();
+    assert_eq!(all, ["apple", "bread", "cheese", "dates", "eggs", "figs"]);
+    let last = |o: &Output| stdout(o).lines().last().unwrap_or("").to_owned();
+    assert_eq!(last(&second), last(&whole));
+    // Each iteration's line was printed once over the two runs.
+    let mut lines: Vec<String> = format!("{}{}", stdout(&first), stdout(&second))
+        .lines()
+        .filter(|l| l.starts_with("rating"))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    lines.dedup();
+    assert_eq!(lines.len(), 6, "a line was printed twice");
+}

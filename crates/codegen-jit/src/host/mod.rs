@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use ir::{self, Binding, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
 use runtime::journal::{self, Found, Journal};
 use runtime::schema::{self, ArmDesc};
+use runtime::telemetry::{self, Attribute};
 use runtime::tools::Tools;
 use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
@@ -375,9 +376,14 @@ impl Host {
         engine: &dyn Engine,
     ) -> Result<Value, ExecError> {
         if let Some(bound) = self.bound.get(name) {
-            return self.journaled(name, args, span, || {
+            let traced = self.tool_span(name, Some(&bound.binding), span);
+            let result = self.journaled(name, args, span, || {
                 self.call_bound(name, bound, args, span)
             });
+            if let Err(e) = &result {
+                traced.fail("tool_error", &e.message);
+            }
+            return result;
         }
         if self.externs.get(name).is_none()
             && let Some(b) = standard_extern(name)
@@ -390,9 +396,44 @@ impl Host {
                 span,
             )
         })?;
-        self.journaled(name, args, span, || {
+        let traced = self.tool_span(name, None, span);
+        let result = self.journaled(name, args, span, || {
             f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
-        })
+        });
+        if let Err(e) = &result {
+            traced.fail("tool_error", &e.message);
+        }
+        result
+    }
+
+    /// An extern call's OpenTelemetry span, when spans are exported.
+    fn tool_span(
+        &self,
+        name: &str,
+        binding: Option<&Binding>,
+        span: Option<SrcSpan>,
+    ) -> telemetry::CallSpan {
+        if !telemetry::active() {
+            return telemetry::CallSpan::none();
+        }
+        let mut attributes = vec![Attribute::new(
+            "gen_ai.tool.type",
+            if binding.is_some() {
+                "extension"
+            } else {
+                "function"
+            },
+        )];
+        if let Some(b) = binding {
+            attributes.push(Attribute::new("sap.tool.source", b.origin()));
+        }
+        if let Some(s) = span {
+            let (file, line, column) = self.location(s);
+            attributes.push(Attribute::new("code.file.path", file));
+            attributes.push(Attribute::new("code.line.number", i64::from(line)));
+            attributes.push(Attribute::new("code.column.number", i64::from(column)));
+        }
+        telemetry::tool_span(name, attributes)
     }
 
     /// `file:line:column` of a span, for the journal.

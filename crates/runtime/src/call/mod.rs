@@ -25,6 +25,7 @@ use crate::error::{CallSite, ErrorKind, RuntimeError};
 use crate::journal::{self, Found, Journal};
 use crate::llm::{Correction, Finish, LlmRequest, Provider, ProviderError};
 use crate::schema::{self, ArmDesc};
+use crate::telemetry::{self, Attribute as KeyValue};
 use crate::trace::TraceSink;
 use crate::types::{ParamDesc, TypeDesc};
 use crate::value::Value;
@@ -88,6 +89,16 @@ pub struct AnswerShape {
     pub root: TypeDesc,
     /// For `choose`: the arms' argument types, by arm.
     pub arms: Vec<TypeDesc>,
+}
+
+/// What a model call's span reports, gathered over its attempts.
+#[derive(Default)]
+struct Facts {
+    attempts: u32,
+    input_tokens: u64,
+    output_tokens: u64,
+    finish: Option<&'static str>,
+    from_journal: bool,
 }
 
 /// What an answer turned into.
@@ -154,7 +165,7 @@ impl Runtime {
         ty: &TypeDesc,
     ) -> Result<Value, RuntimeError> {
         let (request, shape) = self.produce_request(ctx, function, ty);
-        Ok(self.ask(site, request, &shape).await?.value)
+        Ok(self.ask(site, ctx, request, &shape).await?.value)
     }
 
     /// A `Json` result that must match `schema`, a JSON Schema the program built (the
@@ -188,7 +199,7 @@ impl Runtime {
             if object { "" } else { ", as {\"value\": …}" }
         );
         let (request, shape) = self.result_request(ctx, function, instruction, schema, root);
-        Ok(self.ask(site, request, &shape).await?.value)
+        Ok(self.ask(site, ctx, request, &shape).await?.value)
     }
 
     pub async fn fill_args(
@@ -200,7 +211,7 @@ impl Runtime {
         params: &[ParamDesc],
     ) -> Result<Vec<Value>, RuntimeError> {
         let (request, shape) = self.fill_args_request(ctx, callee, callee_doc, params);
-        match self.ask(site, request, &shape).await?.value {
+        match self.ask(site, ctx, request, &shape).await?.value {
             Value::Struct(s) => Ok(s.fields.clone()),
             other => Ok(vec![other]),
         }
@@ -213,7 +224,7 @@ impl Runtime {
         arms: &[ArmDesc],
     ) -> Result<(usize, Vec<Value>), RuntimeError> {
         let (request, shape) = self.choose_request(ctx, arms);
-        let answer = self.ask(site, request, &shape).await?;
+        let answer = self.ask(site, ctx, request, &shape).await?;
         let arm = answer.arm.unwrap_or(0);
         match answer.value {
             Value::Struct(s) => Ok((arm, s.fields.clone())),
@@ -229,7 +240,7 @@ impl Runtime {
         doc: Option<&str>,
     ) -> Result<bool, RuntimeError> {
         let (request, shape) = self.decide_request(ctx, function, doc);
-        match self.ask(site, request, &shape).await?.value {
+        match self.ask(site, ctx, request, &shape).await?.value {
             Value::Struct(s) => Ok(matches!(s.fields.get(1), Some(Value::Bool(true)))),
             _ => Ok(false),
         }
@@ -238,11 +249,61 @@ impl Runtime {
     async fn ask(
         &self,
         site: &CallSite,
+        ctx: &Context,
         request: LlmRequest,
         shape: &AnswerShape,
     ) -> Result<Interpreted, RuntimeError> {
+        if !telemetry::active() {
+            return self
+                .ask_journaled(site, request, shape, &mut Facts::default())
+                .await;
+        }
+        let span = telemetry::llm_span(
+            ctx.span().as_ref(),
+            self.provider.name(),
+            self.provider.model(),
+            vec![
+                KeyValue::new("sap.call.kind", shape.kind.as_str()),
+                KeyValue::new("code.function.name", site.function.clone()),
+                KeyValue::new("code.file.path", site.file.clone()),
+                KeyValue::new("code.line.number", i64::from(site.line)),
+                KeyValue::new("code.column.number", i64::from(site.column)),
+                KeyValue::new("gen_ai.request.max_tokens", i64::from(request.max_tokens)),
+            ],
+        );
+        let mut facts = Facts::default();
+        let result = self.ask_journaled(site, request, shape, &mut facts).await;
+        span.set("gen_ai.usage.input_tokens", facts.input_tokens as i64);
+        span.set("gen_ai.usage.output_tokens", facts.output_tokens as i64);
+        span.set("sap.attempts", i64::from(facts.attempts));
+        span.set("sap.from_journal", facts.from_journal);
+        if let Some(finish) = facts.finish {
+            span.set(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(vec![opentelemetry::StringValue::from(finish)].into()),
+            );
+        }
+        match &result {
+            Ok(i) if !i.repairs.is_empty() => span.set("sap.repairs", i.repairs.join(",")),
+            Ok(_) => {}
+            Err(e) => span.fail(&format!("{:?}", e.kind), &e.message),
+        }
+        result
+    }
+
+    /// [`Runtime::ask`] through the journal, when the run has one.
+    async fn ask_journaled(
+        &self,
+        site: &CallSite,
+        request: LlmRequest,
+        shape: &AnswerShape,
+        facts: &mut Facts,
+    ) -> Result<Interpreted, RuntimeError> {
         let Some(journal) = &self.journal else {
-            return self.ask_model(site, request, shape).await.map(|(i, _)| i);
+            return self
+                .ask_model(site, request, shape, facts)
+                .await
+                .map(|(i, _)| i);
         };
         let identity = request_identity(&request);
         let (path, at) = (site.path.join(" > "), site.to_string());
@@ -260,6 +321,7 @@ impl Runtime {
         if let Found::Answer(text) = journal.lookup(&call, true).map_err(journal_error)? {
             // The answer a model gave in an earlier run of this journal: read as it was
             // then, with no request.
+            facts.from_journal = true;
             let interpreted = self.interpret(&text, shape).map_err(|e| {
                 RuntimeError::new(
                     ErrorKind::Journal,
@@ -287,7 +349,7 @@ impl Runtime {
             }
             return Ok(interpreted);
         }
-        let (interpreted, raw) = self.ask_model(site, request.clone(), shape).await?;
+        let (interpreted, raw) = self.ask_model(site, request.clone(), shape, facts).await?;
         journal.finish(&call, &raw).map_err(journal_error)?;
         Ok(interpreted)
     }
@@ -298,6 +360,7 @@ impl Runtime {
         site: &CallSite,
         mut request: LlmRequest,
         shape: &AnswerShape,
+        facts: &mut Facts,
     ) -> Result<(Interpreted, String), RuntimeError> {
         let mut last_answer: Option<String> = None;
         let mut last_rung: Option<&'static str> = None;
@@ -346,6 +409,15 @@ impl Runtime {
             let budget = self
                 .meter
                 .finish_request(site, response.usage, response.retries, latency);
+            facts.attempts += 1;
+            facts.input_tokens += response.usage.input;
+            facts.output_tokens += response.usage.output;
+            facts.finish = Some(match &response.finish {
+                Finish::Stop => "stop",
+                Finish::Length => "length",
+                Finish::Refusal(_) => "content_filter",
+                Finish::Other(_) => "other",
+            });
             let interpreted = match &response.finish {
                 Finish::Refusal(m) => Err(format!("the model refused: {m}")),
                 // An answer cut off at the token limit is used when what it had written

@@ -110,6 +110,10 @@ impl Provider for AnthropicProvider {
         "anthropic"
     }
 
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

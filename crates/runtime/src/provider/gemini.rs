@@ -207,6 +207,10 @@ impl Provider for GeminiProvider {
         "gemini"
     }
 
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

@@ -432,6 +432,10 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

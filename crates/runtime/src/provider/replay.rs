@@ -221,6 +221,10 @@ impl Provider for RecordingProvider {
         self.inner.name()
     }
 
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,
