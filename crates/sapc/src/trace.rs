@@ -152,14 +152,21 @@ fn show(events: &[Value], context_lines: usize) -> String {
         let pad = "  ".repeat(depth);
         let tokens = &e["tokens"];
         let attempt = e["attempt"].as_u64().unwrap_or(0);
+        let cost = if e["from_journal"] == true {
+            "answered from the journal".to_owned()
+        } else {
+            format!(
+                "{:.0} ms, {} tokens in, {} out",
+                e["latency_ms"].as_f64().unwrap_or(0.0),
+                tokens["input"],
+                tokens["output"]
+            )
+        };
         out.push_str(&format!(
-            "{pad}{} in `{}` at {} — {:.0} ms, {} tokens in, {} out{}\n",
+            "{pad}{} in `{}` at {} — {cost}{}\n",
             e["kind"].as_str().unwrap_or("call"),
             e["site"]["function"].as_str().unwrap_or("?"),
             location(e),
-            e["latency_ms"].as_f64().unwrap_or(0.0),
-            tokens["input"],
-            tokens["output"],
             if attempt > 0 {
                 format!(", re-ask {attempt}")
             } else {

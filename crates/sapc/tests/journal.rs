@@ -136,9 +136,15 @@ fn a_killed_run_resumes_without_repeating_a_request_or_a_line() {
     let (_rt, fast, asked_again) = model(Duration::ZERO);
     let url = format!("{}/v1", fast.url());
     let mut args = run_args(file.to_str().unwrap(), "run.journal", &url);
-    args.push("--stats");
+    args.extend(["--stats", "--trace", "resumed.jsonl"]);
     let second = sapc_in(&dir, &args);
     ok(&second);
+    let shown = stdout(&sapc_in(&dir, &["trace", "show", "resumed.jsonl"]));
+    assert_eq!(
+        shown.matches("answered from the journal").count(),
+        journaled,
+        "{shown}"
+    );
     let again = asked_again.lock().unwrap().clone();
     assert_eq!(again.len(), 6 - journaled, "asked again: {again:?}");
     for item in &before[..journaled] {
