@@ -175,6 +175,20 @@ builtins! {
     /// Counts one more iteration of a `while` whose condition the model decides: more
     /// than the run's limit for such loops is an error at the loop.
     ModelLoop "sap::model_loop"(iteration: I64) -> Unit;
+    /// In a test, before the model is asked for an LLM function's result: the test's
+    /// scripted answer (`given`), if it has one. Followed by the function's arguments
+    /// (its context left out); gives an `Option` of the function's result type.
+    Stubbed "sap::stubbed"(site: I64, function: I64) -> Unit;
+    /// `given f(…) => answer`: every call of the LLM function `function` is answered by
+    /// calling `stub` with its arguments.
+    Given "sap::given"(function: I64, stub: Tool) -> Unit;
+    /// `given f { … }`: one scripted decision of `function`, queued: `kind` is `value`
+    /// (then the value follows), `select` or `fill` (then the callee's parameter names,
+    /// and its arguments follow).
+    Script "sap::script"(function: I64, kind: STR, callee: STR, names: STRINGS) -> Unit;
+    /// A failed `assert`: stops the run with the message and, for a comparison, both
+    /// sides as text.
+    AssertFailed "sap::assert_failed"(message: STR, left: STR, right: STR) -> Unit;
     /// Milliseconds since the program started.
     ClockMs "clock_ms"() -> I64;
     /// A JSON number as an integer.

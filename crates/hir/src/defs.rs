@@ -300,8 +300,9 @@ pub fn module_diagnostics<'db>(db: &'db dyn Db, file: SourceFile) -> Vec<HirDiag
 /// The span of an item's name, relative to the item.
 pub fn name_span(db: &dyn Db, item: Item<'_>) -> Span {
     let ast_item = item.ast(db);
-    match ast_item.name() {
-        Some(n) => n.span,
-        None => ast_item.span,
+    match (ast_item.name(), &ast_item.kind) {
+        (Some(n), _) => n.span,
+        (None, ast::ItemKind::Test(t)) => t.name_span,
+        (None, _) => ast_item.span,
     }
 }

@@ -101,6 +101,8 @@ pub enum ItemKind {
     Enum,
     TypeAlias,
     Use,
+    /// `test "name" { … }`: named by its string, in no namespace.
+    Test,
 }
 
 /// One top-level item of a file.
@@ -197,6 +199,7 @@ fn item_key(item: &ast::Item) -> (ItemKind, String) {
         ast::ItemKind::Enum(e) => (ItemKind::Enum, e.name.name.clone()),
         ast::ItemKind::TypeAlias(t) => (ItemKind::TypeAlias, t.name.name.clone()),
         ast::ItemKind::Use(u) => (ItemKind::Use, u.path.text()),
+        ast::ItemKind::Test(t) => (ItemKind::Test, t.name.clone()),
     }
 }
 
@@ -225,6 +228,8 @@ pub struct ModuleScope<'db> {
     pub types: BTreeMap<String, Item<'db>>,
     /// `use` items.
     pub uses: Vec<Item<'db>>,
+    /// Tests, by name.
+    pub tests: BTreeMap<String, Item<'db>>,
     /// Second and later definitions of a name, with the first.
     pub duplicates: Vec<(Item<'db>, Item<'db>)>,
     /// Items that failed to parse; a use of one is not an error of its own.
@@ -244,6 +249,7 @@ pub fn module_scope<'db>(db: &'db dyn Db, file: SourceFile) -> ModuleScope<'db> 
                 scope.uses.push(item);
                 continue;
             }
+            ItemKind::Test => &mut scope.tests,
         };
         match map.get(item.name(db)) {
             Some(&first) => scope.duplicates.push((item, first)),

@@ -84,6 +84,7 @@ pub fn check_file(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
             ItemKind::Enum => add(&defs::enum_def(db, item).diagnostics),
             ItemKind::TypeAlias => add(&defs::alias_def(db, item).1),
             ItemKind::Use => {}
+            ItemKind::Test => add(&infer::check_body(db, item).diagnostics),
         }
     }
     out.sort_by_key(|d| (d.span.start, d.span.end));

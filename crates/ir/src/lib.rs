@@ -41,6 +41,17 @@ pub struct Module {
     pub main: Option<FuncId>,
     /// The program's `export fn`s, which `sapc mcp serve` offers as tools.
     pub exports: Vec<FuncId>,
+    /// The tests, when the module was lowered for `sapc test` (otherwise none).
+    pub tests: Vec<TestDef>,
+}
+
+/// A `test "name" { … }`, lowered to a function of no parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestDef {
+    pub name: String,
+    pub function: FuncId,
+    /// The test's name, in its file.
+    pub span: SrcSpan,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -463,6 +474,10 @@ pub struct SiteArm {
 pub struct LlmSite {
     /// The function the site is in.
     pub function: String,
+    /// The id of the function whose source the site is in (the outer function for a
+    /// `parallel for` body): what a test's `given f { … }` scripts.
+    #[serde(default)]
+    pub owner: FuncId,
     /// The function asked about (the callee for `Produce` and `Decide`).
     pub subject: String,
     pub doc: Option<String>,

@@ -106,6 +106,7 @@ pub fn describe_item(db: &Database, item: Item<'_>) -> (String, Option<String>) 
             alias_def(db, item).0.display(db)
         ),
         ItemKind::Use => format!("use {}", item.name(db)),
+        ItemKind::Test => format!("test {:?}", item.name(db)),
     };
     (code, doc_of(db, item))
 }
@@ -605,6 +606,7 @@ pub fn document_symbols(db: &Database, file: SourceFile) -> Vec<Symbol> {
                 Vec::new(),
             ),
             AstKind::Use(_) => (SymbolKind::Module, None, Vec::new()),
+            AstKind::Test(_) => (SymbolKind::Function, Some("test".to_owned()), Vec::new()),
         };
         out.push(Symbol {
             name: item.name(db).clone(),

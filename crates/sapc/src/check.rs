@@ -188,7 +188,7 @@ fn show_paths(paths: &[PathBuf]) -> String {
 }
 
 /// Adds `path` (a file) or every `*.sap` file under it (a directory), sorted.
-fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+pub(crate) fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     if meta.is_file() {

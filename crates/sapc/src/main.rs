@@ -11,6 +11,7 @@ mod mcp;
 mod render;
 mod run;
 mod serve;
+mod test;
 mod trace;
 
 use std::path::PathBuf;
@@ -59,6 +60,9 @@ enum Command {
     },
     /// Check and run a program's `main`.
     Run(Box<run::RunArgs>),
+    /// Run the `test "name" { … }` items of sap files, with the model's answers
+    /// scripted by their `given`s; exits 1 when one fails.
+    Test(Box<test::TestArgs>),
     /// Run the language server on standard input and output.
     Lsp,
     /// Traces of runs (`sapc run --trace`), for people: show one as a tree or a page,
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
         } => ExitCode::from(check::run(paths, format, target.as_deref())),
         Command::Build { file, emit_ir } => ExitCode::from(run::build(&file, emit_ir)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
+        Command::Test(args) => ExitCode::from(test::run(*args)),
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
         Command::Trace { command } => ExitCode::from(trace::run(command)),
         Command::Journal { command } => ExitCode::from(journal::run(command)),

@@ -636,6 +636,18 @@ pub fn load_program(inputs: &cache::Inputs) -> Result<Result<Program, u8>, Strin
 /// Checks and lowers a program; its diagnostics are printed, and a program with errors
 /// gives the exit status instead of a module.
 pub fn compile(program: &Program) -> Result<Result<ir::Module, u8>, String> {
+    compile_with(program, lower::lower_workspace)
+}
+
+/// [`compile`] for `sapc test`: the tests lowered too (`lower::lower_tests`).
+pub fn compile_tests(program: &Program) -> Result<Result<ir::Module, u8>, String> {
+    compile_with(program, lower::lower_tests)
+}
+
+fn compile_with(
+    program: &Program,
+    lower: fn(&hir::Database) -> Option<ir::Module>,
+) -> Result<Result<ir::Module, u8>, String> {
     let db = &program.db;
     let mut errors = false;
     for (source, &file) in program.files().zip(&program.handles) {
@@ -648,7 +660,7 @@ pub fn compile(program: &Program) -> Result<Result<ir::Module, u8>, String> {
     if errors {
         return Ok(Err(exit::ERRORS));
     }
-    lower::lower_workspace(db)
+    lower(db)
         .map(Ok)
         .ok_or_else(|| "the program does not check".to_owned())
 }
@@ -707,7 +719,10 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
 
 /// The name and text of each file of the module, by its index: the program's own files
 /// and the prelude modules it uses.
-fn file_texts(module: &ir::Module, inputs: &cache::Inputs) -> Vec<Option<(String, String)>> {
+pub(crate) fn file_texts(
+    module: &ir::Module,
+    inputs: &cache::Inputs,
+) -> Vec<Option<(String, String)>> {
     module
         .files
         .iter()
@@ -738,7 +753,7 @@ fn thousands(n: usize) -> String {
     out
 }
 
-fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
+pub(crate) fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
     let file = |i: u32| files.get(i as usize).and_then(Option::as_ref);
     let position = |span: ir::SrcSpan| match file(span.file) {
         Some((name, text)) => {

@@ -59,6 +59,16 @@ pub enum ItemKind {
     Enum(Enum),
     TypeAlias(TypeAlias),
     Use(Use),
+    Test(Test),
+}
+
+/// `test "name" { … }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Test {
+    /// The name, decoded.
+    pub name: String,
+    pub name_span: Span,
+    pub body: Block,
 }
 
 impl Item {
@@ -70,7 +80,7 @@ impl Item {
             ItemKind::Struct(s) => Some(&s.name),
             ItemKind::Enum(e) => Some(&e.name),
             ItemKind::TypeAlias(t) => Some(&t.name),
-            ItemKind::Use(_) => None,
+            ItemKind::Use(_) | ItemKind::Test(_) => None,
         }
     }
 }
@@ -212,6 +222,42 @@ pub enum StmtKind {
         body: Block,
     },
     Expr(Expr),
+    /// `assert cond` or `assert cond, message`.
+    Assert {
+        cond: Expr,
+        message: Option<Expr>,
+    },
+    /// `given f(a, b) => answer` or `given f { … }`, in a test.
+    Given(Given),
+}
+
+/// Scripted model answers for the LLM calls of one function, in a test.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Given {
+    pub function: Path,
+    pub answers: GivenAnswers,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum GivenAnswers {
+    /// `given f(a, _) => expr`: every call of the LLM function `f` is answered with
+    /// `expr`, over its parameters (a `_` leaves one unnamed).
+    Stub {
+        params: Vec<Option<Ident>>,
+        answer: Expr,
+    },
+    /// `given f { … }`: the decisions made in `f`, in the order they are asked.
+    Script(Vec<Scripted>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scripted {
+    /// A value of `f`'s result.
+    Value(Expr),
+    /// `select g(…)`: the clause calling `g`, with its arguments.
+    Select(Expr),
+    /// `fill g(…)`: the `_` arguments of a call of `g`, given as the whole call.
+    Fill(Expr),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -22,6 +22,7 @@ mod module_names;
 mod parse;
 mod scan;
 pub mod sexpr;
+pub mod visit;
 
 pub use diagnostic::{Diagnostic, Label, Severity};
 pub use line_index::{LineCol, LineIndex};

@@ -30,6 +30,7 @@ pub fn module_names(item: &Item, out: &mut BTreeSet<String>) {
                 names.0.insert(first.name.clone());
             }
         }
+        ItemKind::Test(t) => names.block(&t.body),
     }
 }
 
@@ -80,6 +81,25 @@ impl Names<'_> {
                     self.block(body);
                 }
                 StmtKind::Expr(e) => self.expr(e),
+                StmtKind::Assert { cond, message } => {
+                    self.expr(cond);
+                    message.iter().for_each(|m| self.expr(m));
+                }
+                StmtKind::Given(g) => {
+                    self.path(&g.function);
+                    match &g.answers {
+                        GivenAnswers::Stub { answer, .. } => self.expr(answer),
+                        GivenAnswers::Script(answers) => {
+                            for a in answers {
+                                match a {
+                                    Scripted::Value(e)
+                                    | Scripted::Select(e)
+                                    | Scripted::Fill(e) => self.expr(e),
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
     }

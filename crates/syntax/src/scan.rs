@@ -160,6 +160,7 @@ const ITEM_STARTS: &[&str] = &[
     "export",
     "trusted",
     "idempotent",
+    "test",
 ];
 
 fn starts_item(rest: &str) -> bool {

@@ -40,6 +40,14 @@ impl Printer {
     fn item(&mut self, item: &Item) {
         self.doc(&item.doc);
         match &item.kind {
+            ItemKind::Test(t) => {
+                let _ = write!(self.out, "(test {:?}", t.name);
+                self.indent += 1;
+                self.line();
+                self.block(&t.body);
+                self.indent -= 1;
+                self.out.push(')');
+            }
             ItemKind::Fn(f) => {
                 let export = if f.exported { "export-" } else { "" };
                 let _ = write!(self.out, "({export}fn {}", f.name.name);
@@ -174,6 +182,49 @@ impl Printer {
                 self.out.push(')');
             }
             StmtKind::Expr(e) => self.expr(e),
+            StmtKind::Assert { cond, message } => {
+                self.out.push_str("(assert ");
+                self.expr(cond);
+                if let Some(m) = message {
+                    self.out.push(' ');
+                    self.expr(m);
+                }
+                self.out.push(')');
+            }
+            StmtKind::Given(g) => {
+                let _ = write!(self.out, "(given {}", g.function.text());
+                match &g.answers {
+                    GivenAnswers::Stub { params, answer } => {
+                        self.out.push_str(" (");
+                        let names: Vec<&str> = params
+                            .iter()
+                            .map(|p| p.as_ref().map_or("_", |p| p.name.as_str()))
+                            .collect();
+                        self.out.push_str(&names.join(" "));
+                        self.out.push_str(") => ");
+                        self.expr(answer);
+                    }
+                    GivenAnswers::Script(answers) => {
+                        for a in answers {
+                            self.out.push(' ');
+                            match a {
+                                Scripted::Value(e) => self.expr(e),
+                                Scripted::Select(e) => {
+                                    self.out.push_str("(select ");
+                                    self.expr(e);
+                                    self.out.push(')');
+                                }
+                                Scripted::Fill(e) => {
+                                    self.out.push_str("(fill ");
+                                    self.expr(e);
+                                    self.out.push(')');
+                                }
+                            }
+                        }
+                    }
+                }
+                self.out.push(')');
+            }
         }
     }
 

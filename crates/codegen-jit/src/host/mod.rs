@@ -5,6 +5,7 @@
 //! `standard` (with the tools a plan runs), the host's own externs in `externs`.
 
 mod externs;
+mod script;
 mod standard;
 
 use std::io::{BufRead, Write};
@@ -22,6 +23,8 @@ use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
 pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
+pub use script::Coverage;
+use script::{Script, Scripted, outcome, short};
 
 /// How a builtin calls back into the engine running the program: the `aot` executor
 /// runs sap functions offered as tools. Context parameters get a new, empty context.
@@ -120,6 +123,11 @@ pub struct Host {
     journal: Option<Arc<Journal>>,
     /// Each declared extern's result type, and whether it is `idempotent`.
     declared: HashMap<String, (TypeDesc, bool)>,
+    /// Running a test (`sapc test`): the scripted answers its `given`s handed over, and
+    /// the outcome of every decision.
+    testing: bool,
+    script: Mutex<Script>,
+    coverage: Mutex<Coverage>,
 }
 
 impl Host {
@@ -166,7 +174,49 @@ impl Host {
             lines: Vec::new(),
             journal: None,
             declared,
+            testing: false,
+            script: Mutex::default(),
+            coverage: Mutex::default(),
         }
+    }
+
+    /// A host for one test: its `given`s script the model, and a call they do not
+    /// answer fails the test unless a provider (or a transcript) is configured.
+    pub fn for_test(mut self) -> Host {
+        self.testing = true;
+        self
+    }
+
+    /// The outcomes each decision point had so far (tests record them).
+    pub fn coverage(
+        &self,
+    ) -> std::collections::BTreeMap<ir::SiteId, std::collections::BTreeMap<String, u64>> {
+        self.coverage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .outcomes
+            .clone()
+    }
+
+    fn record(&self, site: u32, outcome: String) {
+        if self.testing {
+            self.coverage
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .record(site, outcome);
+        }
+    }
+
+    fn lock_script(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The name of a function by id, for messages.
+    fn function_name(&self, f: FuncId) -> String {
+        self.module
+            .functions
+            .get(f as usize)
+            .map_or_else(|| "?".to_owned(), |f| f.name.clone())
     }
 
     /// Journals the run's extern calls, `input` and `print` (see `runtime::journal`).
@@ -252,6 +302,44 @@ impl Host {
         })
     }
 
+    /// The runtime for a site, or, in a test with no provider, the error that names the
+    /// `given` the test lacks.
+    fn runtime_for(&self, s: &LlmSite) -> Result<&Runtime, ExecError> {
+        if self.testing && self.runtime.is_none() {
+            let owner = self.function_name(s.owner);
+            let used = self.lock_script().used(s.owner);
+            let (what, fix) = match &s.kind {
+                SiteKind::Produce { .. } | SiteKind::Decide => (
+                    format!("the result of `{}`", s.subject),
+                    format!(
+                        "`given {0}(…) => …`, or `given {0} {{ … }}` with one more value",
+                        s.subject
+                    ),
+                ),
+                SiteKind::Fill { callee, .. } => (
+                    format!("the `_` arguments of `{callee}` in `{owner}`"),
+                    format!("`fill {callee}(…)` in `given {owner} {{ … }}`"),
+                ),
+                SiteKind::Choose { .. } => (
+                    format!("a `select` clause in `{owner}`"),
+                    format!("`select g(…)` in `given {owner} {{ … }}`"),
+                ),
+            };
+            let given = if used > 0 {
+                format!(" (its script for `{owner}` gave {used} answers, and has no more)")
+            } else {
+                String::new()
+            };
+            return Err(ExecError::new(
+                format!(
+                    "the model was asked for {what}, and the test scripts no answer{given}: add {fix}, or run with `--provider` or `--replay`"
+                ),
+                Some(s.span),
+            ));
+        }
+        self.runtime(s.span)
+    }
+
     fn params(&self, params: &[ir::Param]) -> Vec<ParamDesc> {
         params_of(&self.types, params)
     }
@@ -276,33 +364,40 @@ impl Host {
         schema: Option<&Value>,
     ) -> Result<Value, ExecError> {
         let s = &self.module.sites[site as usize];
-        let rt = self.runtime(s.span)?;
+        let rt = self.runtime_for(s)?;
         let SiteKind::Produce { ret } = &s.kind else {
             return Err(ExecError::new("internal: not a produce site", Some(s.span)));
         };
-        if let Some(Value::Json(schema)) = schema {
-            let site = self.call_site(s, ctx);
-            return self.block(rt.produce_matching(&site, ctx, &s.subject, schema), s.span);
-        }
-        let ty = self.desc(ret);
-        self.block(
-            rt.produce(&self.call_site(s, ctx), ctx, &s.subject, &ty),
-            s.span,
-        )
+        let value = if let Some(Value::Json(schema)) = schema {
+            let call_site = self.call_site(s, ctx);
+            self.block(
+                rt.produce_matching(&call_site, ctx, &s.subject, schema),
+                s.span,
+            )?
+        } else {
+            let ty = self.desc(ret);
+            self.block(
+                rt.produce(&self.call_site(s, ctx), ctx, &s.subject, &ty),
+                s.span,
+            )?
+        };
+        self.record(site, outcome(&value));
+        Ok(value)
     }
 
     pub fn decide(&self, site: u32, ctx: &Context) -> Result<bool, ExecError> {
         let s = &self.module.sites[site as usize];
-        let rt = self.runtime(s.span)?;
-        self.block(
+        let rt = self.runtime_for(s)?;
+        let decided = self.block(
             rt.decide(&self.call_site(s, ctx), ctx, &s.subject, s.doc.as_deref()),
             s.span,
-        )
+        )?;
+        self.record(site, decided.to_string());
+        Ok(decided)
     }
 
     pub fn fill(&self, site: u32, ctx: &Context) -> Result<Vec<Value>, ExecError> {
         let s = &self.module.sites[site as usize];
-        let rt = self.runtime(s.span)?;
         let SiteKind::Fill {
             callee,
             callee_doc,
@@ -311,6 +406,13 @@ impl Host {
         else {
             return Err(ExecError::new("internal: not a fill site", Some(s.span)));
         };
+        if self.testing
+            && let Some((_, args)) = self.scripted_call(s, false, &[callee.as_str()])?
+        {
+            self.record(site, "answered".to_owned());
+            return Ok(by_name(params, &args));
+        }
+        let rt = self.runtime_for(s)?;
         // The checker's E0134, once more at run time: the model does not fill a
         // `trusted` parameter from a context that holds untrusted data.
         if let Some(p) = params.iter().find(|p| p.trusted)
@@ -325,7 +427,7 @@ impl Host {
             ));
         }
         let params = self.params(params);
-        self.block(
+        let filled = self.block(
             rt.fill_args(
                 &self.call_site(s, ctx),
                 ctx,
@@ -334,15 +436,53 @@ impl Host {
                 &params,
             ),
             s.span,
-        )
+        )?;
+        self.record(site, "answered".to_owned());
+        Ok(filled)
+    }
+
+    /// The script's next answer for a `select` or `fill` at `s`, if it has one for it.
+    fn scripted_call(
+        &self,
+        s: &LlmSite,
+        select: bool,
+        callees: &[&str],
+    ) -> Result<Option<script::ScriptedCall>, ExecError> {
+        self.lock_script()
+            .next_call(s.owner, select, callees)
+            .map_err(|next| {
+                let wanted = if select {
+                    format!("a `select` clause ({})", callees.join(", "))
+                } else {
+                    format!("the `_` arguments of `{}`", callees.join(", "))
+                };
+                ExecError::new(
+                    format!(
+                        "the model is asked for {wanted} here, but the next answer the test scripts for `{}` is {next}: scripted answers are used in the order the program asks",
+                        self.function_name(s.owner)
+                    ),
+                    Some(s.span),
+                )
+            })
     }
 
     pub fn choose(&self, site: u32, ctx: &Context) -> Result<(usize, Vec<Value>), ExecError> {
         let s = &self.module.sites[site as usize];
-        let rt = self.runtime(s.span)?;
         let SiteKind::Choose { arms } = &s.kind else {
             return Err(ExecError::new("internal: not a choose site", Some(s.span)));
         };
+        if self.testing {
+            let tools: Vec<&str> = arms.iter().map(|a| a.tool.as_str()).collect();
+            if let Some((callee, args)) = self.scripted_call(s, true, &tools)? {
+                let index = arms
+                    .iter()
+                    .position(|a| short(&a.tool) == callee)
+                    .unwrap_or(0);
+                self.record(site, arms[index].tool.clone());
+                return Ok((index, by_name(&arms[index].params, &args)));
+            }
+        }
+        let rt = self.runtime_for(s)?;
         // The checker's E0134, once more at run time: untrusted data in the context
         // does not get to choose an action whose parameters are `trusted`.
         if let Some(arm) = arms.iter().find(|a| a.guarded)
@@ -365,7 +505,11 @@ impl Host {
                 params: self.params(&a.params),
             })
             .collect();
-        self.block(rt.choose(&self.call_site(s, ctx), ctx, &arms), s.span)
+        let chosen = self.block(rt.choose(&self.call_site(s, ctx), ctx, &arms), s.span)?;
+        if let Some(arm) = arms.get(chosen.0) {
+            self.record(site, arm.tool.clone());
+        }
+        Ok(chosen)
     }
 
     pub fn call_extern(
@@ -763,4 +907,16 @@ fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {
 /// The error of an index outside a list, for every engine and path.
 pub(crate) fn out_of_range(index: i64, len: usize) -> String {
     format!("index {index} is out of range for a list of {len} elements")
+}
+
+/// The values of `params` among a scripted call's arguments, by name.
+fn by_name(params: &[ir::Param], args: &[(String, Value)]) -> Vec<Value> {
+    params
+        .iter()
+        .map(|p| {
+            args.iter()
+                .find(|(name, _)| *name == p.name)
+                .map_or(Value::Unit, |(_, v)| v.clone())
+        })
+        .collect()
 }

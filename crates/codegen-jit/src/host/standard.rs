@@ -8,7 +8,7 @@ use runtime::Value;
 use runtime::atom_plan::{self, ToolSig};
 use runtime::value::ToolRef;
 
-use super::{Engine, ExecError, Host, display, out_of_range, truncated};
+use super::{Engine, ExecError, Host, Scripted, display, out_of_range, outcome, truncated};
 use crate::jsonpath;
 
 /// What a `Tool` value names.
@@ -392,6 +392,61 @@ impl Host {
                 } else {
                     Ok(Value::Unit)
                 }
+            }
+            (Builtin::Stubbed, [Value::Int(site), Value::Int(f), args @ ..]) => {
+                let f = *f as FuncId;
+                let stub = self.lock_script().stub_of(f);
+                let answer = match stub {
+                    Some(stub) => Some(engine.call_function(stub, args.to_vec())?),
+                    None => self.lock_script().next_value(f),
+                };
+                if let Some(v) = &answer {
+                    self.record(*site as u32, outcome(v));
+                }
+                Ok(Value::Option(answer.map(Box::new)))
+            }
+            (Builtin::Given, [Value::Int(f), Value::Tool(tool)]) => {
+                if let Some(stub) = tool.function {
+                    self.lock_script().stub(*f as FuncId, stub);
+                }
+                Ok(Value::Unit)
+            }
+            (
+                Builtin::Script,
+                [
+                    Value::Int(f),
+                    Value::Str(kind),
+                    Value::Str(callee),
+                    Value::List(names),
+                    values @ ..,
+                ],
+            ) => {
+                let answer = if &**kind == "value" {
+                    Scripted::Value(values.first().cloned().unwrap_or(Value::Unit))
+                } else {
+                    let names = names.iter().map(|n| match n {
+                        Value::Str(s) => s.to_string(),
+                        _ => String::new(),
+                    });
+                    Scripted::Call {
+                        select: &**kind == "select",
+                        callee: callee.to_string(),
+                        args: names.zip(values.iter().cloned()).collect(),
+                    }
+                };
+                self.lock_script().push(*f as FuncId, answer);
+                Ok(Value::Unit)
+            }
+            (Builtin::AssertFailed, [Value::Str(message), Value::Str(left), Value::Str(right)]) => {
+                let mut text = "assertion failed".to_owned();
+                if !message.is_empty() {
+                    text.push_str(": ");
+                    text.push_str(message);
+                }
+                if !left.is_empty() || !right.is_empty() {
+                    text.push_str(&format!("\n  left:  {left}\n  right: {right}"));
+                }
+                Err(err(text))
             }
             (Builtin::ClockMs, []) => Ok(Value::Int(self.started.elapsed().as_millis() as i64)),
             (Builtin::JsonInt, [Value::Json(j)]) => match j.as_i64() {

@@ -86,47 +86,39 @@ pub struct BodyResult<'db> {
     pub references: Vec<Reference<'db>>,
     /// Set when the body holds [`COMPLETION_MARKER`].
     pub completion: Option<CompletionSite<'db>>,
+    /// In a test, for each `given f(a, b) => answer`, by the answer's id: what `f` is,
+    /// and the locals its parameters are bound to (`None` for `_`).
+    pub given_stubs: ExprMap<GivenStub<'db>>,
+    /// In a test, the function each `given f { … }` scripts, by each answer's id.
+    pub given_scripts: ExprMap<Item<'db>>,
+}
+
+/// `given f(a, _) => answer`: the LLM function answered, and the locals of the test its
+/// parameters are bound to while the answer is computed (`None` for `_`).
+#[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
+pub struct GivenStub<'db> {
+    pub function: Item<'db>,
+    pub params: Vec<Option<LocalId>>,
 }
 
 #[salsa::tracked(returns(ref))]
 pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
-    let ast::ItemKind::Fn(f) = &item.ast(db).kind else {
-        return BodyResult::default();
+    let f = match &item.ast(db).kind {
+        ast::ItemKind::Fn(f) => f,
+        ast::ItemKind::Test(t) => return check_test(db, item, t),
+        _ => return BodyResult::default(),
     };
     let resolver = Resolver::new(db, item.file(db));
     let sig = fn_signature(db, item);
-    let mut cx = Checker {
+    let mut cx = Checker::new(
         db,
         item,
-        resolver: &resolver,
-        fn_name: f.name.name.clone(),
-        ret: sig.ret.clone(),
-        has_context: sig.context_param.is_some(),
-        schema_param: sig.answer_schema_param(),
-        context_used_implicitly: false,
-        vars: Vec::new(),
-        locals: Vec::new(),
-        scopes: vec![Vec::new()],
-        loops: Vec::new(),
-        parallel_depth: 0,
-        pending_ints: Vec::new(),
-        pending_lists: Vec::new(),
-        pending_nones: Vec::new(),
-        expr_types: ExprMap::default(),
-        resolutions: ExprMap::default(),
-        callees: ExprMap::default(),
-        declared: ExprMap::default(),
-        assigned: ExprMap::default(),
-        shorthands: ExprMap::default(),
-        captures: ExprMap::default(),
-        model_loops: Vec::new(),
-        diagnostics: Vec::new(),
-        facts: BodyFacts::default(),
-        llm_bool_calls: 0,
-        loop_exits: 0,
-        references: Vec::new(),
-        completion: None,
-    };
+        &resolver,
+        f.name.name.clone(),
+        sig.ret.clone(),
+        sig.context_param.is_some(),
+    );
+    cx.schema_param = sig.answer_schema_param();
     for (i, p) in sig.params.iter().enumerate() {
         let is_context = sig.context_param == Some(i);
         let span = f.params[i].name.span;
@@ -134,6 +126,70 @@ pub fn check_body<'db>(db: &'db dyn Db, item: Item<'db>) -> BodyResult<'db> {
     }
     let is_llm_function = cx.check_fn_body(&f.body);
     cx.finish(is_llm_function)
+}
+
+/// A test's body: a function of no parameters returning `()`, where `given` may script
+/// the model's answers.
+fn check_test<'db>(db: &'db dyn Db, item: Item<'db>, t: &ast::Test) -> BodyResult<'db> {
+    let resolver = Resolver::new(db, item.file(db));
+    let mut cx = Checker::new(
+        db,
+        item,
+        &resolver,
+        format!("test {:?}", t.name),
+        Ty::Unit,
+        false,
+    );
+    cx.in_test = true;
+    cx.check_fn_body(&t.body);
+    cx.finish(false)
+}
+
+impl<'a, 'db> Checker<'a, 'db> {
+    fn new(
+        db: &'db dyn Db,
+        item: Item<'db>,
+        resolver: &'a Resolver<'db>,
+        fn_name: String,
+        ret: Ty<'db>,
+        has_context: bool,
+    ) -> Checker<'a, 'db> {
+        Checker {
+            db,
+            item,
+            resolver,
+            fn_name,
+            ret,
+            has_context,
+            in_test: false,
+            schema_param: None,
+            context_used_implicitly: false,
+            vars: Vec::new(),
+            locals: Vec::new(),
+            scopes: vec![Vec::new()],
+            loops: Vec::new(),
+            parallel_depth: 0,
+            pending_ints: Vec::new(),
+            pending_lists: Vec::new(),
+            pending_nones: Vec::new(),
+            expr_types: ExprMap::default(),
+            resolutions: ExprMap::default(),
+            callees: ExprMap::default(),
+            declared: ExprMap::default(),
+            assigned: ExprMap::default(),
+            shorthands: ExprMap::default(),
+            captures: ExprMap::default(),
+            model_loops: Vec::new(),
+            diagnostics: Vec::new(),
+            facts: BodyFacts::default(),
+            llm_bool_calls: 0,
+            loop_exits: 0,
+            references: Vec::new(),
+            completion: None,
+            given_stubs: ExprMap::default(),
+            given_scripts: ExprMap::default(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -171,6 +227,8 @@ struct Checker<'a, 'db> {
     fn_name: String,
     ret: Ty<'db>,
     has_context: bool,
+    /// Checking a test: `given` is allowed.
+    in_test: bool,
     context_used_implicitly: bool,
     /// The `schema: Json` parameter an LLM function's answer is asked against.
     schema_param: Option<usize>,
@@ -201,6 +259,8 @@ struct Checker<'a, 'db> {
     loop_exits: usize,
     references: Vec<Reference<'db>>,
     completion: Option<CompletionSite<'db>>,
+    given_stubs: ExprMap<GivenStub<'db>>,
+    given_scripts: ExprMap<Item<'db>>,
 }
 
 impl<'a, 'db> Checker<'a, 'db> {
@@ -282,6 +342,8 @@ impl<'a, 'db> Checker<'a, 'db> {
             is_llm_function,
             references: self.references,
             completion,
+            given_stubs: self.given_stubs,
+            given_scripts: self.given_scripts,
         }
     }
 }

@@ -8,7 +8,11 @@ use super::context_rules::has_deterministic_bound;
 use super::ide::Target;
 use super::{Checker, LocalKind, LoopKind};
 use crate::body::LocalId;
+use crate::defs::fn_signature;
 use crate::diagnostics as diag;
+use crate::infer::check_body;
+use crate::items::ItemKind;
+use crate::resolve::ValueDef;
 use crate::ty::Ty;
 use crate::type_lowering::TypeLowering;
 
@@ -189,6 +193,162 @@ impl<'a, 'db> Checker<'a, 'db> {
                 Ty::Unit
             }
             StmtKind::Expr(e) => self.infer(e, None),
+            StmtKind::Assert { cond, message } => {
+                self.condition(cond);
+                if let Some(m) = message {
+                    let t = self.infer(m, Some(&Ty::String));
+                    self.expect(m.span, &t, &Ty::String);
+                }
+                Ty::Unit
+            }
+            StmtKind::Given(g) => {
+                self.given(stmt.span, g);
+                Ty::Unit
+            }
+        }
+    }
+
+    /// `given f(…) => answer` or `given f { … }`: `f` must be a function whose answers
+    /// the model gives, each answer must have the type the model's would, and each
+    /// `select`/`fill` must name a decision `f` makes.
+    fn given(&mut self, span: Span, g: &ast::Given) {
+        let db = self.db;
+        if !self.in_test {
+            self.diagnostics
+                .push(diag::given_outside_test(self.item, span));
+            return;
+        }
+        let name = g.function.text();
+        let Some(def) = self.resolver.lookup_value_path(&g.function) else {
+            if !self.resolver.is_broken(&name) {
+                let similar = self.resolver.similar_value_names(&name, &[]);
+                let d = diag::unresolved_name(self.item, g.function.span, &name, similar);
+                self.diagnostics.push(d);
+            }
+            return;
+        };
+        self.refer(g.function.last().span, Self::value_target(def));
+        let function = match def {
+            ValueDef::Item(item) if item.kind(db) == ItemKind::Fn => item,
+            _ => {
+                self.diagnostics.push(diag::given_not_model(
+                    self.item,
+                    g.function.span,
+                    &name,
+                    "it is not a sap function (externs and standard externs run on the host)",
+                ));
+                return;
+            }
+        };
+        let sig = fn_signature(db, function);
+        let is_llm = check_body(db, function).is_llm_function;
+        let not_llm = |cx: &mut Self, at: Span| {
+            cx.diagnostics.push(diag::given_not_model(
+                cx.item,
+                at,
+                &name,
+                "its body gives its result on every path",
+            ));
+        };
+        match &g.answers {
+            ast::GivenAnswers::Stub { params, answer } => {
+                if !is_llm {
+                    not_llm(self, g.function.span);
+                }
+                if params.len() != sig.params.len() {
+                    self.diagnostics.push(diag::given_params(
+                        self.item,
+                        g.function.span.to(answer.span),
+                        &name,
+                        sig.params.len(),
+                        params.len(),
+                    ));
+                }
+                // The answer sees the parameters, and nothing of the test: it is
+                // computed when `f` is called.
+                let outer = std::mem::replace(&mut self.scopes, vec![Vec::new()]);
+                let locals = params
+                    .iter()
+                    .zip(sig.params.iter().map(Some).chain(std::iter::repeat(None)))
+                    .map(|(p, sp)| {
+                        let p = p.as_ref()?;
+                        let ty = sp.map_or(Ty::Error, |sp| sp.ty.clone());
+                        let is_context = ty == Ty::Context;
+                        let id = self.declare(&p.name, ty, p.span, LocalKind::Param { is_context });
+                        // A stub has no context of its own to use.
+                        self.locals[id.0 as usize].used |= is_context;
+                        Some(id)
+                    })
+                    .collect();
+                let found = self.infer(answer, Some(&sig.ret));
+                self.expect(answer.span, &found, &sig.ret);
+                self.pop_scope();
+                self.scopes = outer;
+                self.given_stubs.insert(
+                    answer.id,
+                    super::GivenStub {
+                        function,
+                        params: locals,
+                    },
+                );
+            }
+            ast::GivenAnswers::Script(answers) => {
+                let ast::ItemKind::Fn(f) = &function.ast(db).kind else {
+                    return;
+                };
+                let (clauses, fills) = syntax::visit::model_sites(&f.body);
+                for a in answers {
+                    let (e, sites, what) = match a {
+                        ast::Scripted::Value(e) => {
+                            if !is_llm {
+                                not_llm(self, e.span);
+                            }
+                            let found = self.infer(e, Some(&sig.ret));
+                            self.expect(e.span, &found, &sig.ret);
+                            self.given_scripts.insert(e.id, function);
+                            continue;
+                        }
+                        ast::Scripted::Select(e) => (e, &clauses, "select"),
+                        ast::Scripted::Fill(e) => (e, &fills, "fill"),
+                    };
+                    self.given_scripts.insert(e.id, function);
+                    let Some(callee) = syntax::visit::callee_name(e) else {
+                        self.infer(e, None);
+                        self.diagnostics.push(diag::given_no_site(
+                            self.item,
+                            e.span,
+                            format!("`{what}` answers with a call: the function the model's choice calls, and its arguments"),
+                            format!("write it as `{what} g(…)`"),
+                        ));
+                        continue;
+                    };
+                    self.infer(e, None);
+                    let resolved = self.callees.get(e.id).is_some();
+                    if resolved && !sites.iter().any(|s| s == callee) {
+                        let (message, help) = if what == "select" {
+                            (
+                                format!("`{name}` has no `select` clause calling `{callee}`"),
+                                if clauses.is_empty() {
+                                    format!("`{name}` makes no `select`")
+                                } else {
+                                    format!("its clauses call {}", quoted(&clauses))
+                                },
+                            )
+                        } else {
+                            (
+                                format!("`{name}` makes no call of `{callee}` with `_` arguments"),
+                                if fills.is_empty() {
+                                    format!("`{name}` leaves no argument to the model")
+                                } else {
+                                    format!("the model fills arguments of {}", quoted(&fills))
+                                },
+                            )
+                        };
+                        self.diagnostics
+                            .push(diag::given_no_site(self.item, e.span, message, help));
+                    }
+                }
+            }
         }
     }
 
@@ -237,5 +397,21 @@ fn injected_literal(stmt: &Stmt) -> Option<(&str, Span)> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// `a`, `b` and `c`, each in backquotes, each once.
+fn quoted(names: &[String]) -> String {
+    let mut unique: Vec<&String> = Vec::new();
+    for n in names {
+        if !unique.contains(&n) {
+            unique.push(n);
+        }
+    }
+    let items: Vec<String> = unique.iter().map(|n| format!("`{n}`")).collect();
+    match items.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }

@@ -150,6 +150,13 @@ impl<'db> Analyzer<'db> {
                 Taint::default()
             }
             StmtKind::Break | StmtKind::Continue => Taint::default(),
+            // Tests are not analyzed (only functions are), and an assertion passes
+            // nothing on.
+            StmtKind::Assert { cond, .. } => {
+                self.expr(cond);
+                Taint::default()
+            }
+            StmtKind::Given(_) => Taint::default(),
             StmtKind::While { cond, body } => {
                 self.repeat(|a| {
                     let c = a.expr(cond);

@@ -16,7 +16,6 @@ impl<'a, 'db> FnLower<'a, 'db> {
     /// The result of an LLM function, whose body ends without a value: the model
     /// produces it (`Produce`), or decides it when it is a Boolean (`Decide`).
     pub(super) fn model_result(&mut self, body: &ast::Block, ret: &Ty<'db>) -> ValueId {
-        let ctx = self.context();
         let name = self.f.name.clone();
         let doc = self.f.doc.clone();
         let ret_ty = self.m.ty(ret);
@@ -26,7 +25,14 @@ impl<'a, 'db> FnLower<'a, 'db> {
         };
         if ret_ty == Type::Bool {
             let site = self.site(&name, doc, SiteKind::Decide, span);
-            self.emit(Op::Decide { site, ctx }, Type::Bool, Some(self.src(span)))
+            let decide = |lx: &mut Self| {
+                let ctx = lx.context();
+                lx.emit(Op::Decide { site, ctx }, Type::Bool, Some(lx.src(span)))
+            };
+            if self.m.for_tests {
+                return self.scripted_or(site, &ret_ty, decide);
+            }
+            decide(self)
         } else {
             let site = self.site(
                 &name,
@@ -38,15 +44,51 @@ impl<'a, 'db> FnLower<'a, 'db> {
             );
             // A `Json` result asked for against a schema the program passes in.
             // (Parameters are the first locals, in order.)
-            let schema = fn_signature(self.m.db, self.item)
-                .answer_schema_param()
-                .map(|local| self.emit(Op::Load(local as LocalId), Type::Json, None));
-            self.emit(
-                Op::Produce { site, ctx, schema },
-                ret_ty,
-                Some(self.src(span)),
-            )
+            let schema_param = fn_signature(self.m.db, self.item).answer_schema_param();
+            let produce = move |lx: &mut Self| {
+                let ctx = lx.context();
+                let schema =
+                    schema_param.map(|local| lx.emit(Op::Load(local as LocalId), Type::Json, None));
+                let ty = lx.m.ty(ret);
+                lx.emit(Op::Produce { site, ctx, schema }, ty, Some(lx.src(span)))
+            };
+            if self.m.for_tests {
+                return self.scripted_or(site, &ret_ty, produce);
+            }
+            produce(self)
         }
+    }
+
+    /// The test's scripted answer for this site if it has one, else `ask`'s.
+    fn scripted_or(
+        &mut self,
+        site: SiteId,
+        ret: &Type,
+        ask: impl FnOnce(&mut Self) -> ValueId,
+    ) -> ValueId {
+        let scripted = self.scripted_result(site, ret);
+        let result = self.new_local("answer", ret.clone());
+        let has = self.emit(
+            Op::CallBuiltin(Builtin::IsSome, vec![scripted]),
+            Type::Bool,
+            None,
+        );
+        let (given, asked, join) = (self.new_block(), self.new_block(), self.new_block());
+        self.terminate(Terminator::Branch(has, given, asked));
+        self.switch_to(given);
+        let v = self.emit(
+            Op::CallBuiltin(Builtin::Unwrap, vec![scripted]),
+            ret.clone(),
+            None,
+        );
+        self.emit_void(Op::Store(result, v), None);
+        self.terminate(Terminator::Jump(join));
+        self.switch_to(asked);
+        let v = ask(self);
+        self.emit_void(Op::Store(result, v), None);
+        self.terminate(Terminator::Jump(join));
+        self.switch_to(join);
+        self.emit(Op::Load(result), ret.clone(), None)
     }
 
     pub(super) fn context(&mut self) -> ValueId {
@@ -66,6 +108,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
     ) -> SiteId {
         let site = LlmSite {
             function: self.f.name.clone(),
+            owner: self.m.funcs.get(&self.item).copied().unwrap_or(0),
             subject: subject.to_owned(),
             doc,
             kind,

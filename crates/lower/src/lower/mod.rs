@@ -12,10 +12,11 @@ mod expr;
 mod llm;
 mod parallel;
 mod stmt;
+mod tests;
 
 use std::collections::HashMap;
 
-use hir::defs::{enum_def, fn_signature, struct_def};
+use hir::defs::{enum_def, fn_signature, name_span as defs_name_span, struct_def};
 use hir::infer::{BodyResult, check_body};
 use hir::{Database, Db, Item, ItemKind, Ty};
 use syntax::Span;
@@ -37,6 +38,23 @@ pub fn lower_workspace(db: &Database) -> Option<Module> {
     Some(cx.run())
 }
 
+/// Lowers the workspace for `sapc test`: its tests too (each a function, listed in
+/// [`Module::tests`]), with every LLM function asking the test's scripted answers
+/// first. The module has no `main`: every function is compiled.
+pub fn lower_tests(db: &Database) -> Option<Module> {
+    let files = hir::items::program_files(db, db.workspace()).clone();
+    for &file in &files {
+        if hir::check_file(db, file).iter().any(|d| d.is_error()) {
+            return None;
+        }
+    }
+    let mut cx = ModuleLower::new(db, &files);
+    cx.for_tests = true;
+    let mut module = cx.run();
+    module.main = None;
+    Some(module)
+}
+
 struct ModuleLower<'db> {
     db: &'db Database,
     files: Vec<hir::SourceFile>,
@@ -46,6 +64,8 @@ struct ModuleLower<'db> {
     externs: HashMap<Item<'db>, String>,
     /// For each bound extern, how a context labels what it returns (`mcp:notes/read`).
     origins: HashMap<Item<'db>, String>,
+    /// Lowering for `sapc test` (see [`lower_tests`]).
+    for_tests: bool,
 }
 
 impl<'db> ModuleLower<'db> {
@@ -61,11 +81,13 @@ impl<'db> ModuleLower<'db> {
                 sites: Vec::new(),
                 main: None,
                 exports: Vec::new(),
+                tests: Vec::new(),
             },
             funcs: HashMap::new(),
             types: HashMap::new(),
             externs: HashMap::new(),
             origins: HashMap::new(),
+            for_tests: false,
         }
     }
 
@@ -73,6 +95,7 @@ impl<'db> ModuleLower<'db> {
         let db = self.db;
         // Number the functions first so calls can refer to any of them.
         let mut bodies = Vec::new();
+        let mut tests = Vec::new();
         // The program's `main` is in its first file that is not a prelude module.
         let program_file = self.files.iter().copied().find(|f| !f.is_prelude(db));
         for (file_index, &file) in self.files.clone().iter().enumerate() {
@@ -138,6 +161,9 @@ impl<'db> ModuleLower<'db> {
                             idempotent: sig.idempotent,
                         });
                     }
+                    ItemKind::Test if self.for_tests && Some(file) == program_file => {
+                        tests.push((item, file_index as u32));
+                    }
                     _ => {}
                 }
             }
@@ -169,9 +195,41 @@ impl<'db> ModuleLower<'db> {
                 span,
             });
         }
+        // Tests come after the functions (their ids follow), then the outlined bodies.
+        let first_test = bodies.len();
+        for (i, (item, file)) in tests.iter().enumerate() {
+            let id = (first_test + i) as FuncId;
+            self.funcs.insert(*item, id);
+            let span = SrcSpan {
+                file: *file,
+                start: item.offset(db) + defs_name_span(db, *item).start,
+                end: item.offset(db) + defs_name_span(db, *item).end,
+            };
+            self.module.tests.push(TestDef {
+                name: item.name(db).clone(),
+                function: id,
+                span,
+            });
+            self.module.functions.push(Function {
+                name: item.name(db).clone(),
+                doc: None,
+                params: Vec::new(),
+                ret: Type::Unit,
+                effect: Effect::Contextual,
+                locals: Vec::new(),
+                context: None,
+                blocks: Vec::new(),
+                value_count: 0,
+                span,
+            });
+        }
         for (index, (item, file)) in bodies.into_iter().enumerate() {
             let function = FnLower::lower_fn(self, item, file);
             self.module.functions[index] = function;
+        }
+        for (i, (item, file)) in tests.into_iter().enumerate() {
+            let function = FnLower::lower_test(self, item, file);
+            self.module.functions[first_test + i] = function;
         }
         for function in &mut self.module.functions {
             crate::cleanup::function(function);
@@ -186,6 +244,7 @@ impl<'db> ModuleLower<'db> {
                 sites: Vec::new(),
                 main: None,
                 exports: Vec::new(),
+                tests: Vec::new(),
             },
         )
     }

@@ -58,6 +58,10 @@ impl<'a, 'db> FnLower<'a, 'db> {
 
     pub(super) fn stmt(&mut self, stmt: &Stmt) {
         match &stmt.kind {
+            StmtKind::Assert { cond, message } => {
+                self.lower_assert(stmt.span, cond, message.as_ref());
+            }
+            StmtKind::Given(g) => self.lower_given(g),
             StmtKind::Let { name, init, .. } => {
                 let ty = self.type_of(init);
                 let origin = self.tool_origin(init);

@@ -76,6 +76,16 @@ impl<'s> Builder<'s> {
         let doc = self.docs(&mut inner);
         let body = inner.next().expect("grammar: item has a body");
         let kind = match body.as_rule() {
+            Rule::test_item => {
+                let mut it = body.into_inner();
+                let name = it.next().unwrap();
+                let name_span = self.span(&name);
+                ItemKind::Test(Test {
+                    name: self.string(name),
+                    name_span,
+                    body: self.block(it.next().unwrap()),
+                })
+            }
             Rule::fn_item => {
                 let mut it = body.into_inner().peekable();
                 let exported = it.next_if(|p| p.as_rule() == Rule::kw_export).is_some();
@@ -339,6 +349,59 @@ impl<'s> Builder<'s> {
                 }
             }
             Rule::expr_stmt => StmtKind::Expr(self.expr(inner.into_inner().next().unwrap())),
+            Rule::assert_stmt => {
+                let mut it = inner.into_inner();
+                let cond = self.expr(it.next().unwrap());
+                StmtKind::Assert {
+                    cond,
+                    message: it.next().map(|m| self.expr(m)),
+                }
+            }
+            Rule::given_stmt => {
+                let mut it = inner.into_inner();
+                let function = self.path(it.next().unwrap());
+                let answers = it.next().unwrap();
+                let answers = match answers.as_rule() {
+                    Rule::given_stub => {
+                        let mut params = Vec::new();
+                        let mut answer = None;
+                        for p in answers.into_inner() {
+                            match p.as_rule() {
+                                Rule::given_param => {
+                                    let p = p.into_inner().next().unwrap();
+                                    params.push(match p.as_rule() {
+                                        Rule::ident => Some(self.ident(p)),
+                                        _ => None,
+                                    });
+                                }
+                                _ => answer = Some(self.expr(p)),
+                            }
+                        }
+                        GivenAnswers::Stub {
+                            params,
+                            answer: answer.expect("grammar: a stub has an answer"),
+                        }
+                    }
+                    _ => GivenAnswers::Script(
+                        answers
+                            .into_inner()
+                            .map(|a| {
+                                let a = a.into_inner().next().unwrap();
+                                match a.as_rule() {
+                                    Rule::given_select => {
+                                        Scripted::Select(self.term(a.into_inner().next().unwrap()))
+                                    }
+                                    Rule::given_fill => {
+                                        Scripted::Fill(self.term(a.into_inner().nth(1).unwrap()))
+                                    }
+                                    _ => Scripted::Value(self.expr(a)),
+                                }
+                            })
+                            .collect(),
+                    ),
+                };
+                StmtKind::Given(Given { function, answers })
+            }
             r => unreachable!("grammar: unexpected statement rule {r:?}"),
         };
         Stmt { kind, span }
