@@ -257,6 +257,8 @@ fn run_suite(
             let worker = || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(test) = tests.get(i) else { break };
+                // What the test prints is kept, and shown when it fails.
+                let captured = Captured::default();
                 let host = match host_for(
                     &run_args,
                     &config,
@@ -265,13 +267,16 @@ fn run_suite(
                     started,
                     tokio,
                 ) {
-                    Ok((host, _)) => host.for_test().with_sources(
-                        suite
-                            .texts
-                            .iter()
-                            .map(|t| t.as_ref().map(|(_, text)| text.clone()))
-                            .collect(),
-                    ),
+                    Ok((host, _)) => host
+                        .for_test()
+                        .with_output(Box::new(captured.clone()))
+                        .with_sources(
+                            suite
+                                .texts
+                                .iter()
+                                .map(|t| t.as_ref().map(|(_, text)| text.clone()))
+                                .collect(),
+                        ),
                     Err(e) => {
                         *setup_error.lock().unwrap() = Some(e);
                         break;
@@ -280,7 +285,15 @@ fn run_suite(
                 let at = Instant::now();
                 let result = suite.program.call(&host, test.function, Vec::new());
                 let duration = at.elapsed();
-                let failure = result.err().map(|e| failure(suite, &host, &e));
+                let failure = result.err().map(|e| {
+                    let mut f = failure(suite, &host, &e);
+                    let printed = captured.text();
+                    if !printed.is_empty() {
+                        f.rendered
+                            .push_str(&format!("\nit printed:\n{}", printed.trim_end()));
+                    }
+                    f
+                });
                 let outcome = Outcome {
                     file: suite.file.display().to_string(),
                     name: test.name.clone(),
@@ -468,7 +481,7 @@ impl CoverageReport {
                 SiteKind::Choose { .. } => "`select`".to_owned(),
             };
             let point = Point {
-                file: name.clone(),
+                file: source_path(name, &suite.file),
                 line: lc.line + 1,
                 column: lc.col + 1,
                 function: module
@@ -497,8 +510,8 @@ impl CoverageReport {
         }
     }
 
-    /// Prelude modules are reported when the tests are their own (a test file of the
-    /// prelude names it; a program using `aot` does not make `aot` its subject).
+    /// Prelude modules are reported when the tests are their own (`aot_test.sap` tests
+    /// `aot`; a program using `aot` does not make `aot` its subject).
     fn wants_prelude(&self, name: &str, suite: &Suite) -> bool {
         let stem = Path::new(name)
             .file_stem()
@@ -508,7 +521,7 @@ impl CoverageReport {
             .file
             .file_stem()
             .and_then(|s| s.to_str())
-            .is_some_and(|s| s == stem)
+            .is_some_and(|s| s == stem || s.strip_suffix("_test") == Some(stem))
     }
 
     fn table(&self) -> String {
@@ -614,4 +627,40 @@ fn possible(module: &Module, kind: &SiteKind) -> Vec<String> {
         SiteKind::Choose { arms } => arms.iter().map(|a| a.tool.clone()).collect(),
         SiteKind::Fill { .. } => vec!["answered".to_owned()],
     }
+}
+
+/// A test's output: what its `print`s wrote, kept in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a file of the module is on disk: its own path, or, for a prelude module tested
+/// from the prelude's `tests/` folder, the prelude's source beside it.
+fn source_path(name: &str, test_file: &Path) -> String {
+    if let Some(module) = name.strip_prefix("<prelude>/")
+        && let Some(dir) = test_file.parent().and_then(Path::parent)
+        && dir.join(module).is_file()
+    {
+        return dir.join(module).display().to_string();
+    }
+    name.to_owned()
 }

@@ -352,10 +352,14 @@ impl<'s> Builder<'s> {
             Rule::assert_stmt => {
                 let mut it = inner.into_inner();
                 let cond = self.expr(it.next().unwrap());
-                StmtKind::Assert {
-                    cond,
-                    message: it.next().map(|m| self.expr(m)),
-                }
+                let message = it.next().map(|m| self.expr(m));
+                // The statement ends with its last expression (the grammar's optional
+                // `, message` may have taken the whitespace after it).
+                let end = message.as_ref().map_or(cond.span.end, |m| m.span.end);
+                return Stmt {
+                    kind: StmtKind::Assert { cond, message },
+                    span: Span::new(span.start as usize, end as usize),
+                };
             }
             Rule::given_stmt => {
                 let mut it = inner.into_inner();
