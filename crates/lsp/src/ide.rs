@@ -755,3 +755,31 @@ pub fn signature_help(
         active_parameter: commas + offset_args as u32,
     })
 }
+
+/// A test of a file: its name and the span of its `test "name"` head.
+pub struct TestLens {
+    pub name: String,
+    pub span: Span,
+}
+
+/// The tests of a file, for the "run test" code lens.
+pub fn tests(db: &Database, file: SourceFile) -> Vec<TestLens> {
+    hir::file_items(db, file)
+        .items
+        .iter()
+        .filter_map(|&item| {
+            let ast_item = item.ast(db);
+            let syntax::ast::ItemKind::Test(t) = &ast_item.kind else {
+                return None;
+            };
+            let base = item.offset(db);
+            Some(TestLens {
+                name: t.name.clone(),
+                span: shift(
+                    Span::new(ast_item.span.start as usize, t.name_span.end as usize),
+                    base,
+                ),
+            })
+        })
+        .collect()
+}

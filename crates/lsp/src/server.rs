@@ -355,6 +355,13 @@ impl Server {
             ));
             return;
         }
+        if request.method == "workspace/executeCommand" {
+            // A command replies when it has finished, from a thread of its own.
+            if let Err((code, message)) = self.execute_command(&request) {
+                self.reply(Response::new_err(id, code as i32, message));
+            }
+            return;
+        }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.answer(&request)));
         let response = match outcome {
             Ok(Ok(result)) => Response::new_ok(id, result),
@@ -478,6 +485,28 @@ impl Server {
                     symbols.iter().map(|s| self.symbol(&doc.text, s)).collect(),
                 ))
             }
+            "textDocument/codeLens" => {
+                let doc = self.document(params)?;
+                let uri = params
+                    .pointer("/textDocument/uri")
+                    .and_then(JsonValue::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let lenses: Vec<JsonValue> = ide::tests(&self.db, doc.file)
+                    .into_iter()
+                    .map(|t| {
+                        json!({
+                            "range": doc.text.range(t.span.start, t.span.end, self.encoding),
+                            "command": {
+                                "title": "▶ run test",
+                                "command": RUN_TEST,
+                                "arguments": [uri, t.name],
+                            },
+                        })
+                    })
+                    .collect();
+                Ok(JsonValue::Array(lenses))
+            }
             "textDocument/signatureHelp" => {
                 let (doc, offset) = self.position(params)?;
                 Ok(
@@ -515,6 +544,79 @@ impl Server {
         }
     }
 
+    /// `sap.runTest URI NAME`: runs `sapc test` on the file, filtered to the test, on a
+    /// thread of its own; the reply (and a message) comes when it has finished. The
+    /// saved file is tested, as the command line would.
+    fn execute_command(&mut self, request: &Request) -> Result<(), (ErrorCode, String)> {
+        let params = &request.params;
+        let command = params
+            .pointer("/command")
+            .and_then(JsonValue::as_str)
+            .unwrap_or("");
+        if command != RUN_TEST {
+            return Err((
+                ErrorCode::InvalidParams,
+                format!("the sap server has no command `{command}`"),
+            ));
+        }
+        let arg = |i: usize| {
+            params
+                .pointer(&format!("/arguments/{i}"))
+                .and_then(JsonValue::as_str)
+                .map(str::to_owned)
+        };
+        let (Some(uri), Some(name)) = (arg(0), arg(1)) else {
+            return Err((
+                ErrorCode::InvalidParams,
+                format!("`{RUN_TEST}` takes the document's URI and the test's name"),
+            ));
+        };
+        let path = uri_to_path(&uri).ok_or_else(|| {
+            (
+                ErrorCode::InvalidParams,
+                format!("`{uri}` is not a file URI"),
+            )
+        })?;
+        let exe = std::env::current_exe().map_err(|e| (ErrorCode::InternalError, e.to_string()))?;
+        let sender = self.sender.clone();
+        let id = request.id.clone();
+        std::thread::spawn(move || {
+            let output = std::process::Command::new(exe)
+                .arg("test")
+                .arg(&path)
+                .arg("--filter")
+                .arg(&name)
+                .env("NO_COLOR", "1")
+                .output();
+            let (passed, report) = match output {
+                Ok(o) => (
+                    o.status.success(),
+                    String::from_utf8_lossy(&o.stdout).into_owned()
+                        + &String::from_utf8_lossy(&o.stderr),
+                ),
+                Err(e) => (false, format!("cannot run `sapc test`: {e}")),
+            };
+            let summary = report.lines().last().unwrap_or("").to_owned();
+            let message = format!(
+                "test \"{name}\": {}",
+                if passed {
+                    "passed".to_owned()
+                } else {
+                    format!("failed ({summary})")
+                }
+            );
+            let _ = sender.send(Message::Response(Response::new_ok(
+                id,
+                json!({ "passed": passed, "report": report }),
+            )));
+            let _ = sender.send(Message::Notification(Notification::new(
+                "window/showMessage".to_owned(),
+                json!({ "type": if passed { 3 } else { 1 }, "message": message }),
+            )));
+        });
+        Ok(())
+    }
+
     fn symbol(&self, text: &Text, s: &ide::Symbol) -> JsonValue {
         let kind = match s.kind {
             ide::SymbolKind::Function => 12,
@@ -539,6 +641,10 @@ impl Server {
     }
 }
 
+/// The command of the "run test" code lens: `sapc test FILE --filter NAME`, run by the
+/// server, its result shown as a message.
+pub const RUN_TEST: &str = "sap.runTest";
+
 /// The capabilities this server offers, in the negotiated position encoding.
 pub fn capabilities(encoding: Encoding) -> JsonValue {
     json!({
@@ -548,6 +654,8 @@ pub fn capabilities(encoding: Encoding) -> JsonValue {
         "definitionProvider": true,
         "completionProvider": { "triggerCharacters": [".", ":"] },
         "documentSymbolProvider": true,
+        "codeLensProvider": { "resolveProvider": false },
+        "executeCommandProvider": { "commands": [RUN_TEST] },
         "signatureHelpProvider": { "triggerCharacters": ["(", ","], "retriggerCharacters": [","] },
     })
 }

@@ -470,3 +470,68 @@ fn main() {
     assert_eq!(client.diagnostics(uri, 2), Vec::<Value>::new());
     client.stop();
 }
+
+#[test]
+fn tests_have_diagnostics_and_a_run_test_lens() {
+    let dir = std::env::temp_dir().join(format!("sap-lsp-tests-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("calc.sap");
+    let text = "\
+fn answer(ctx: Context) -> i32 {
+    \"A number\"!
+}
+
+test \"the answer is scripted\" {
+    given answer(_) => 42
+    assert answer(Context::new()) == 42
+}
+
+test \"a wrong script\" {
+    given answer(_) => \"forty-two\"
+}
+";
+    std::fs::write(&path, text).unwrap();
+    let uri = format!("file://{}", path.display());
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(&uri, text);
+    // The test's own diagnostics.
+    let diagnostics = client.diagnostics(&uri, 1);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0]["code"], "E0103");
+    assert_eq!(diagnostics[0]["range"]["start"]["line"], 10);
+    // A lens over each test.
+    let lenses = client.request(
+        "textDocument/codeLens",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    let lenses = lenses.as_array().unwrap();
+    assert_eq!(lenses.len(), 2, "{lenses:#?}");
+    assert_eq!(
+        lenses[0]["range"]["start"],
+        json!({ "line": 4, "character": 0 })
+    );
+    assert_eq!(lenses[0]["command"]["command"], "sap.runTest");
+    assert_eq!(
+        lenses[0]["command"]["arguments"],
+        json!([uri, "the answer is scripted"])
+    );
+    // Running it: the saved file without the broken test passes.
+    std::fs::write(&path, &text[..text.find("test \"a wrong").unwrap()]).unwrap();
+    let result = client.request("workspace/executeCommand", lenses[0]["command"].clone());
+    assert_eq!(result["passed"], true, "{result}");
+    assert!(
+        result["report"]
+            .as_str()
+            .unwrap()
+            .contains("1 passed, 0 failed"),
+        "{result}"
+    );
+    let shown = client.wait_for(|m| m["method"] == "window/showMessage");
+    assert_eq!(
+        shown["params"]["message"],
+        "test \"the answer is scripted\": passed"
+    );
+    client.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
