@@ -315,7 +315,7 @@ pub struct Completion {
 
 const KEYWORDS: &[&str] = &[
     "let", "if", "else", "while", "for", "in", "return", "break", "continue", "select", "parallel",
-    "true", "false",
+    "true", "false", "assert", "given",
 ];
 
 /// Completions at `offset` of `text` (the document as the editor has it). The text is

@@ -312,7 +312,9 @@ impl Server {
             let (file, text, version, encoding) =
                 (doc.file, doc.text.clone(), doc.version, self.encoding);
             let sender = self.results.0.clone();
-            std::thread::spawn(move || {
+            // Parsing deeply nested text recurses: a worker gets a stack to match.
+            let worker = std::thread::Builder::new().stack_size(16 << 20);
+            let _ = worker.spawn(move || {
                 let computed = salsa::Cancelled::catch(AssertUnwindSafe(|| {
                     hir::check_file(&snapshot, file)
                         .iter()

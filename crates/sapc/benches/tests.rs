@@ -77,10 +77,22 @@ fn main() {
     let all = time(&["test", "many.sap"], &dir);
     let serial = time(&["test", "many.sap", "--jobs", "1"], &dir);
     println!("1,000 tests in one file (6,000 lines), whole process, median of 5:");
-    println!("  sapc check many.sap                      {:>8.1} ms", ms(check));
-    println!("  sapc test many.sap --filter \"case 999\"   {:>8.1} ms", ms(one));
-    println!("  sapc test many.sap                       {:>8.1} ms", ms(all));
-    println!("  sapc test many.sap --jobs 1              {:>8.1} ms", ms(serial));
+    println!(
+        "  sapc check many.sap                      {:>8.1} ms",
+        ms(check)
+    );
+    println!(
+        "  sapc test many.sap --filter \"case 999\"   {:>8.1} ms",
+        ms(one)
+    );
+    println!(
+        "  sapc test many.sap                       {:>8.1} ms",
+        ms(all)
+    );
+    println!(
+        "  sapc test many.sap --jobs 1              {:>8.1} ms",
+        ms(serial)
+    );
     println!(
         "  per test, beyond compiling: {:.1} µs (all cores), {:.1} µs (one)",
         (ms(all) - ms(one)) * 1000.0 / 999.0,

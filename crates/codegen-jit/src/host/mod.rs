@@ -649,36 +649,19 @@ impl Host {
     /// `print` through the journal: a line an earlier run of the journal wrote is not
     /// written again.
     fn print_line(&self, text: &str, span: Option<SrcSpan>) -> Result<(), ExecError> {
-        let write = || {
+        self.journaled_io(journal::Kind::Print, span, || {
             let mut out = self.output.lock().unwrap_or_else(|e| e.into_inner());
             writeln!(out, "{text}")
                 .and_then(|_| out.flush())
-                .map_err(|e| ExecError::new(format!("cannot print: {e}"), span))
-        };
-        let Some(j) = &self.journal else {
-            return write();
-        };
-        let position = runtime::order::next_call();
-        let site = self.site_text(span);
-        let entry = journal::Call {
-            kind: journal::Kind::Print,
-            position: &position,
-            name: "print",
-            site: &site,
-            path: "",
-            request: "",
-        };
-        let err = |e: journal::JournalError| ExecError::new(e.to_string(), span);
-        if let Found::Answer(_) = j.lookup(&entry, true).map_err(err)? {
-            return Ok(());
-        }
-        write()?;
-        j.printed(&entry, text).map_err(err)
+                .map_err(|e| ExecError::new(format!("cannot print: {e}"), span))?;
+            Ok(text.to_owned())
+        })
+        .map(drop)
     }
 
     /// `input` through the journal: a line read in an earlier run is not asked again.
     fn input_line(&self, span: Option<SrcSpan>) -> Result<String, ExecError> {
-        let read = || {
+        self.journaled_io(journal::Kind::Input, span, || {
             let mut line = String::new();
             self.input
                 .lock()
@@ -686,27 +669,43 @@ impl Host {
                 .read_line(&mut line)
                 .map_err(|e| ExecError::new(format!("cannot read input: {e}"), span))?;
             Ok(line.trim_end_matches(['\n', '\r']).to_owned())
-        };
+        })
+    }
+
+    /// The program's own I/O through the journal, when the run has one: what an earlier
+    /// run journaled at this place is given back instead of doing it again; otherwise
+    /// `act` runs and what it did is journaled (a printed line without an fsync, an
+    /// input line with one).
+    fn journaled_io(
+        &self,
+        kind: journal::Kind,
+        span: Option<SrcSpan>,
+        act: impl FnOnce() -> Result<String, ExecError>,
+    ) -> Result<String, ExecError> {
         let Some(j) = &self.journal else {
-            return read();
+            return act();
         };
         let position = runtime::order::next_call();
         let site = self.site_text(span);
         let entry = journal::Call {
-            kind: journal::Kind::Input,
+            kind,
             position: &position,
-            name: "input",
+            name: kind.as_str(),
             site: &site,
             path: "",
             request: "",
         };
         let err = |e: journal::JournalError| ExecError::new(e.to_string(), span);
-        if let Found::Answer(line) = j.lookup(&entry, true).map_err(err)? {
-            return Ok(line);
+        if let Found::Answer(done) = j.lookup(&entry, true).map_err(err)? {
+            return Ok(done);
         }
-        let line = read()?;
-        j.finish(&entry, &line).map_err(err)?;
-        Ok(line)
+        let done = act()?;
+        match kind {
+            journal::Kind::Print => j.printed(&entry, &done),
+            _ => j.finish(&entry, &done),
+        }
+        .map_err(err)?;
+        Ok(done)
     }
 }
 
