@@ -35,7 +35,8 @@ pub struct RunArgs {
     pub file: PathBuf,
     /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
     /// `lmstudio` (OpenAI-compatible at their usual local address), `anthropic`,
-    /// `gemini`, `replay` or `interactive`.
+    /// `gemini`, `local` (a GGUF model in this process: `--model PATH.gguf`, built with
+    /// the feature `local`), `replay` or `interactive`.
     #[arg(long)]
     pub provider: Option<String>,
     /// How to ask an OpenAI-compatible server for the answer's shape: `json_schema`,
@@ -177,6 +178,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         .clone()
         .or_else(|| config.provider.base_url.clone());
     let provider: Arc<dyn Provider> = match kind.as_str() {
+        "local" => local_provider(model.as_deref(), &config.dir)?,
         "replay" => {
             let path = args
                 .replay
@@ -253,7 +255,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         "interactive" => Arc::new(InteractiveProvider::stdio()),
         other => {
             return Err(format!(
-                "unknown provider `{other}`: use openai, ollama, llamacpp, vllm, lmstudio, anthropic, gemini, replay or interactive"
+                "unknown provider `{other}`: use openai, ollama, llamacpp, vllm, lmstudio, anthropic, gemini, local, replay or interactive"
             ));
         }
     };
@@ -269,6 +271,29 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         }
         None => Ok(provider),
     }
+}
+
+/// `--provider local`: the GGUF model `--model` (or `model` in sap.toml, relative to it)
+/// names, run in this process.
+#[cfg(feature = "local")]
+fn local_provider(model: Option<&str>, dir: &Path) -> Result<Arc<dyn Provider>, String> {
+    let model = model.ok_or(
+        "`--provider local` runs a GGUF model in this process: pass `--model PATH.gguf` (tools/local-model/setup.sh fetches SmolLM2-135M-Instruct)",
+    )?;
+    let path = Path::new(model);
+    let path = if path.is_relative() && !path.exists() {
+        dir.join(path)
+    } else {
+        path.to_owned()
+    };
+    Ok(Arc::new(runtime::provider::local::LocalProvider::load(
+        &path,
+    )?))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_provider(_: Option<&str>, _: &Path) -> Result<Arc<dyn Provider>, String> {
+    Err("this sapc was built without the in-process model: build it with `cargo build --release -p sapc --features local` (tools/local-model/setup.sh installs what that needs), or use a server (`--provider llamacpp`)".to_owned())
 }
 
 /// The usual address of a local OpenAI-compatible server, by preset name.

@@ -3,5 +3,7 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod interactive;
+#[cfg(feature = "local")]
+pub mod local;
 pub mod openai;
 pub mod replay;

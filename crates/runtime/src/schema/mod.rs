@@ -11,6 +11,7 @@
 //! server's dialect, which keeps only the keywords that target enforces; and
 //! [`output_budget`] derives from it how many tokens an answer may take.
 
+pub mod gbnf;
 pub mod target;
 
 use serde_json::{Map, Value as JsonValue, json};

@@ -1,0 +1,300 @@
+//! `--provider local`: a GGUF model in this process, on llama.cpp (`llama-cpp-2`), built
+//! with the cargo feature `local`.
+//!
+//! - **One backend per process.** The model and its context live on a thread of their
+//!   own; requests queue on a channel, so calls from a `parallel for` wait their turn.
+//! - **The grammar is the type's.** Every answer is decoded under the GBNF grammar of its
+//!   schema (`schema::gbnf`): a struct's fields in order, an enum's variants, a
+//!   `select`'s clauses with their arguments, Booleans, lists and options, so an answer
+//!   never needs repairing for its shape.
+//! - **The call stack is a KV cache.** A prompt is the system turn, the rendered context
+//!   (outermost frame first) and the call-site instruction, so a callee's prompt extends
+//!   its caller's. The context keeps the tokens it last evaluated; a new prompt reuses
+//!   their longest common prefix and evaluates only the rest. The answer's usage reports
+//!   the prompt's tokens and how many were reused (`cached`), and `--stats` shows them.
+//! - **A condition is one token.** For a Boolean condition the answer is written up to
+//!   its value, and the model's one choice is `true` or `false`.
+//! - **Deterministic.** Greedy decoding: the same program and model give the same run.
+//!
+//! `LOCAL_REUSE=0` in the environment turns the prefix reuse off, for measuring it.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
+use crate::schema::{self, gbnf, target};
+
+/// Tokens the context holds: SmolLM2's training length, enough for the examples.
+const CONTEXT_TOKENS: u32 = 8192;
+/// Prompt tokens evaluated per batch.
+const BATCH: usize = 512;
+
+struct Job {
+    prompt: Vec<(String, String)>,
+    /// The start of the answer, written for the model (a decision's `{"reason":"","answer":`).
+    prefill: String,
+    grammar: String,
+    max_tokens: u32,
+    reply: tokio::sync::oneshot::Sender<Result<LlmResponse, ProviderError>>,
+}
+
+pub struct LocalProvider {
+    jobs: mpsc::Sender<Job>,
+    model: String,
+}
+
+impl LocalProvider {
+    /// Loads the model at `path` on a thread of its own; fails when it cannot be loaded.
+    pub fn load(path: &Path) -> Result<LocalProvider, String> {
+        if !path.is_file() {
+            return Err(format!(
+                "no model at {}: pass `--model PATH.gguf` (tools/local-model/setup.sh fetches SmolLM2-135M-Instruct)",
+                path.display()
+            ));
+        }
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (ready, loaded) = mpsc::channel::<Result<(), String>>();
+        let file = path.to_owned();
+        std::thread::Builder::new()
+            .name("sap-local-model".to_owned())
+            .spawn(move || serve(&file, &queue, &ready))
+            .map_err(|e| format!("cannot start the model's thread: {e}"))?;
+        loaded
+            .recv()
+            .map_err(|_| "the model's thread stopped while loading".to_owned())??;
+        let model = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(LocalProvider { jobs, model })
+    }
+}
+
+impl Provider for LocalProvider {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+    ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
+        Box::pin(async move {
+            let mut user = request.user_text();
+            user.push_str(&format!(
+                "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+                target::for_prompt(&request.schema)
+            ));
+            let mut prompt = vec![
+                ("system".to_owned(), request.system.to_string()),
+                ("user".to_owned(), user),
+            ];
+            for c in &request.corrections {
+                prompt.push(("assistant".to_owned(), c.answer.clone()));
+                prompt.push(("user".to_owned(), c.message.clone()));
+            }
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            // A Boolean condition is one token: the answer is written up to the value,
+            // and the model chooses `true` or `false`.
+            let (prefill, grammar) = if *request.schema == schema::decision_schema() {
+                (
+                    r#"{"reason":"","answer":"#.to_owned(),
+                    r#"root ::= ("true" | "false") "}""#.to_owned(),
+                )
+            } else {
+                (String::new(), gbnf::grammar(&request.schema))
+            };
+            let job = Job {
+                prompt,
+                prefill,
+                grammar,
+                max_tokens: request.max_tokens.max(16),
+                reply,
+            };
+            self.jobs.send(job).map_err(|_| ProviderError::Transport {
+                message: "the local model's thread has stopped".to_owned(),
+                retries: 0,
+            })?;
+            answer.await.map_err(|_| ProviderError::Transport {
+                message: "the local model's thread stopped during the call".to_owned(),
+                retries: 0,
+            })?
+        })
+    }
+}
+
+fn failed(message: impl Into<String>) -> ProviderError {
+    ProviderError::Transport {
+        message: message.into(),
+        retries: 0,
+    }
+}
+
+/// The model's thread: loads it, then answers jobs in turn, keeping the tokens in the KV
+/// cache between them.
+fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Result<(), String>>) {
+    let loaded = (|| {
+        let mut backend = LlamaBackend::init().map_err(|e| e.to_string())?;
+        backend.void_logs();
+        let model = LlamaModel::load_from_file(&backend, path, &LlamaModelParams::default())
+            .map_err(|e| format!("cannot load the model {}: {e}", path.display()))?;
+        Ok::<_, String>((backend, model))
+    })();
+    let (backend, model) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as i32);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(
+            CONTEXT_TOKENS.min(model.n_ctx_train().max(512)),
+        ))
+        .with_n_batch(BATCH as u32)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut ctx = match model.new_context(&backend, params) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot make the model's context: {e}")));
+            return;
+        }
+    };
+    let template = model.chat_template(None).ok();
+    let _ = ready.send(Ok(()));
+    let reuse = std::env::var("LOCAL_REUSE").map_or(true, |v| v != "0");
+    // The tokens whose keys and values the context holds, in order.
+    let mut cached: Vec<LlamaToken> = Vec::new();
+    while let Ok(job) = queue.recv() {
+        if !reuse {
+            ctx.clear_kv_cache();
+            cached.clear();
+        }
+        let result = answer(&model, &mut ctx, template.as_ref(), &mut cached, &job);
+        if result.is_err() {
+            // The cache's state is unknown after a failure: start afresh.
+            ctx.clear_kv_cache();
+            cached.clear();
+        }
+        let _ = job.reply.send(result);
+    }
+}
+
+fn answer(
+    model: &LlamaModel,
+    ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
+    template: Option<&LlamaChatTemplate>,
+    cached: &mut Vec<LlamaToken>,
+    job: &Job,
+) -> Result<LlmResponse, ProviderError> {
+    let text = render(model, template, &job.prompt)? + &job.prefill;
+    let tokens = model.vocab().tokenize(text.as_bytes(), false, true);
+    let budget = ctx.n_ctx() as usize;
+    if tokens.len() + job.max_tokens as usize >= budget {
+        return Err(failed(format!(
+            "the prompt has {} tokens and may need {} more for the answer, beyond the model's context of {budget}",
+            tokens.len(),
+            job.max_tokens
+        )));
+    }
+    // Reuse the longest common prefix; at least the last prompt token is evaluated, for
+    // the logits of the first answer token.
+    let mut common = cached
+        .iter()
+        .zip(&tokens)
+        .take_while(|(a, b)| a == b)
+        .count();
+    common = common.min(tokens.len().saturating_sub(1));
+    ctx.kv_cache_seq_rm(0, Some(common as u32), None)
+        .map_err(|e| failed(format!("the KV cache: {e}")))?;
+    cached.truncate(common);
+    let mut batch = LlamaBatch::new(BATCH, 1);
+    let mut position = common;
+    for chunk in tokens[common..].chunks(BATCH) {
+        batch.clear();
+        for (i, &t) in chunk.iter().enumerate() {
+            let last = position + i + 1 == tokens.len();
+            batch
+                .add(t, (position + i) as i32, &[0], last)
+                .map_err(|e| failed(format!("a batch: {e}")))?;
+        }
+        ctx.decode(&mut batch)
+            .map_err(|e| failed(format!("evaluating the prompt: {e}")))?;
+        cached.extend_from_slice(chunk);
+        position += chunk.len();
+    }
+    let grammar = LlamaSampler::grammar(model, &job.grammar, "root")
+        .map_err(|e| failed(format!("the answer's grammar: {e}")))?;
+    let mut sampler = LlamaSampler::chain_simple([grammar, LlamaSampler::greedy()]);
+    let mut out: Vec<u8> = job.prefill.clone().into_bytes();
+    let mut finish = Finish::Length;
+    let vocab = model.vocab();
+    for _ in 0..job.max_tokens {
+        let token = sampler.sample(ctx, -1);
+        if vocab.is_eog(token) {
+            finish = Finish::Stop;
+            break;
+        }
+        out.extend(vocab.token_to_piece(token, false, None));
+        batch.clear();
+        batch
+            .add(token, position as i32, &[0], true)
+            .map_err(|e| failed(format!("a batch: {e}")))?;
+        ctx.decode(&mut batch)
+            .map_err(|e| failed(format!("generating: {e}")))?;
+        cached.push(token);
+        position += 1;
+    }
+    Ok(LlmResponse {
+        text: String::from_utf8_lossy(&out).into_owned(),
+        finish,
+        usage: Usage {
+            input: tokens.len() as u64,
+            output: (position - tokens.len()) as u64,
+            cached: common as u64,
+        },
+        retries: 0,
+        structured: Some("grammar"),
+        sampling: Some("greedy".to_owned()),
+    })
+}
+
+/// The prompt text: the model's chat template over the turns, ending where the
+/// assistant's answer starts (a plain transcript if the model has no template).
+fn render(
+    model: &LlamaModel,
+    template: Option<&LlamaChatTemplate>,
+    turns: &[(String, String)],
+) -> Result<String, ProviderError> {
+    let Some(template) = template else {
+        let mut text = String::new();
+        for (role, content) in turns {
+            text.push_str(&format!("{role}: {content}\n"));
+        }
+        text.push_str("assistant: ");
+        return Ok(text);
+    };
+    let messages = turns
+        .iter()
+        .map(|(role, content)| LlamaChatMessage::new(role.clone(), content.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(format!("a chat message: {e}")))?;
+    model
+        .apply_chat_template(template, &messages, true)
+        .map_err(|e| failed(format!("the model's chat template: {e}")))
+}

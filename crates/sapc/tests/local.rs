@@ -1,0 +1,207 @@
+//! `--provider local`: a GGUF model in-process. Built and run with
+//! `cargo test --release -p sapc --features local --test local` after
+//! `tools/local-model/setup.sh` (which fetches SmolLM2-135M-Instruct); without the
+//! feature, the provider's absence is a clear error.
+
+mod common;
+
+#[cfg(not(feature = "local"))]
+#[test]
+fn without_the_feature_the_provider_says_how_to_get_it() {
+    use common::{fails, sapc};
+    fails(
+        &sapc(&[
+            "run",
+            "examples/code_analysis.sap",
+            "--provider",
+            "local",
+            "--model",
+            "m.gguf",
+        ]),
+        2,
+        "built without the in-process model: build it with `cargo build --release -p sapc --features local`",
+    );
+}
+
+#[cfg(feature = "local")]
+mod with_the_model {
+    use super::common::{fails, ok, program, sapc, stderr, stdout};
+
+    fn model() -> String {
+        let path = std::env::var("SAP_LOCAL_MODEL").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/sap-local-model/SmolLM2-135M-Instruct.gguf",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        assert!(
+            std::path::Path::new(&path).is_file(),
+            "no model at {path}: run tools/local-model/setup.sh"
+        );
+        path
+    }
+
+    fn run(file: &str, extra: &[&str]) -> std::process::Output {
+        let m = model();
+        let mut args = vec![
+            "run",
+            file,
+            "--provider",
+            "local",
+            "--model",
+            m.as_str(),
+            "--stats",
+        ];
+        args.extend(extra);
+        sapc(&args)
+    }
+
+    /// `tokens: N in (M cached)` from `--stats`.
+    fn tokens(o: &std::process::Output) -> (u64, u64) {
+        let err = stderr(o);
+        let line = err
+            .lines()
+            .find(|l| l.contains("LLM calls"))
+            .expect("stats");
+        let after = line.split("tokens: ").nth(1).unwrap();
+        let input: u64 = after.split(' ').next().unwrap().parse().unwrap();
+        let cached: u64 = after
+            .split('(')
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        (input, cached)
+    }
+
+    #[test]
+    fn the_main_example_runs_and_runs_the_same_way_again() {
+        let first = run("examples/code_analysis.sap", &[]);
+        ok(&first);
+        let second = run("examples/code_analysis.sap", &[]);
+        ok(&second);
+        assert_eq!(stdout(&first), stdout(&second));
+        assert!(!stdout(&first).is_empty());
+    }
+
+    #[test]
+    fn a_callee_reuses_its_callers_prefix() {
+        let text = r#"
+fn detail(ctx: Context, topic: String) -> String {
+    "Name one detail of the topic."!
+    topic!
+}
+
+fn outline(ctx: Context, topic: String) -> List<String> {
+    "You write short outlines of topics, one line per point, plain and factual."!
+    "The topic is a city visit for a person who likes coffee, museums and long walks."!
+    topic!
+}
+
+fn main(ctx: Context) -> () {
+    "You plan days out. Keep every answer short."!
+    let points = outline(ctx, "Philadelphia")
+    print(detail(ctx, "Philadelphia"))
+    print(to_string(len(points)))
+}
+"#;
+        let (_dir, file) = program("local_reuse", text);
+        let f = file.to_str().unwrap();
+        let reused = run(f, &[]);
+        ok(&reused);
+        let (input, cached) = tokens(&reused);
+        assert!(cached > 0 && cached < input, "{}", stderr(&reused));
+        let m = model();
+        let cold = std::process::Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args([
+                "run",
+                f,
+                "--provider",
+                "local",
+                "--model",
+                m.as_str(),
+                "--stats",
+            ])
+            .env("LOCAL_REUSE", "0")
+            .output()
+            .unwrap();
+        ok(&cold);
+        assert_eq!(tokens(&cold), (input, 0), "{}", stderr(&cold));
+        // The same answers either way: reuse changes what is computed, not the result.
+        assert_eq!(stdout(&cold), stdout(&reused));
+    }
+
+    #[test]
+    fn answers_follow_their_type_and_parallel_calls_queue() {
+        let text = r#"
+enum Mood { Calm, Angry }
+
+struct Review {
+    mood: Mood,
+    stars: i32,
+    tags: List<String>,
+}
+
+fn review(ctx: Context, text: String) -> Review {
+    "Review this text."!
+    text!
+}
+
+fn is_short(ctx: Context, text: String) -> Boolean {
+    "Is this text short?"!
+    text!
+}
+
+fn main() -> () {
+    let texts = ["Great coffee!", "Terrible, cold and slow service.", "Fine.", "Loved it"]
+    let reviews = parallel for t in texts {
+        review(Context::new(), t)
+    }
+    for r in reviews {
+        print(to_string(r.mood) + " " + to_string(len(r.tags)))
+    }
+    if is_short(Context::new(), "Fine.") {
+        print("short")
+    }
+}
+"#;
+        let (_dir, file) = program("local_types", text);
+        let o = run(file.to_str().unwrap(), &["--concurrency", "4"]);
+        ok(&o);
+        assert_eq!(
+            stdout(&o)
+                .lines()
+                .filter(|l| l.contains("Calm") || l.contains("Angry"))
+                .count(),
+            4,
+            "{}",
+            stdout(&o)
+        );
+        // No answer was repaired or asked again: the grammar gave each its shape.
+        assert!(stderr(&o).contains("(0 re-asks"), "{}", stderr(&o));
+    }
+
+    #[test]
+    fn a_missing_model_is_a_clear_error() {
+        fails(
+            &sapc(&[
+                "run",
+                "examples/code_analysis.sap",
+                "--provider",
+                "local",
+                "--model",
+                "/no/such.gguf",
+            ]),
+            2,
+            "no model at /no/such.gguf",
+        );
+        fails(
+            &sapc(&["run", "examples/code_analysis.sap", "--provider", "local"]),
+            2,
+            "pass `--model PATH.gguf`",
+        );
+    }
+}
