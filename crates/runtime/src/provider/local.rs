@@ -93,11 +93,15 @@ impl Provider for LocalProvider {
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
+            // The grammar gives the answer its shape; the schema in the prompt only if
+            // `LOCAL_SCHEMA_IN_PROMPT=1`.
             let mut user = request.user_text();
-            user.push_str(&format!(
-                "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
-                target::for_prompt(&request.schema)
-            ));
+            if std::env::var("LOCAL_SCHEMA_IN_PROMPT").is_ok_and(|v| v == "1") {
+                user.push_str(&format!(
+                    "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+                    target::for_prompt(&request.schema)
+                ));
+            }
             let mut prompt = vec![
                 ("system".to_owned(), request.system.to_string()),
                 ("user".to_owned(), user),
