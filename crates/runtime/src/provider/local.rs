@@ -93,10 +93,11 @@ impl Provider for LocalProvider {
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
-            // The grammar gives the answer its shape; the schema in the prompt only if
-            // `LOCAL_SCHEMA_IN_PROMPT=1`.
+            // The grammar gives the answer its shape; the schema in the prompt tells a
+            // small model what the fields are for (`LOCAL_SCHEMA_IN_PROMPT=0` leaves it
+            // out).
             let mut user = request.user_text();
-            if std::env::var("LOCAL_SCHEMA_IN_PROMPT").is_ok_and(|v| v == "1") {
+            if std::env::var("LOCAL_SCHEMA_IN_PROMPT").map_or(true, |v| v != "0") {
                 user.push_str(&format!(
                     "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
                     target::for_prompt(&request.schema)

@@ -6,9 +6,8 @@
 //! required, in declaration order; string enums; nullable unions; integers with the
 //! `i32` range; lists; a `select`'s `anyOf` of its clauses) or from a program
 //! (`produce_matching`: any JSON Schema). What the generator does not know becomes any
-//! JSON value, which validation then checks. Between tokens the model may write a space
-//! or a new line with some indentation (as llama.cpp's own schema grammars allow): the
-//! JSON a model was trained on has layout, and forcing it compact costs accuracy.
+//! JSON value, which validation then checks. The JSON is compact: no whitespace
+//! between tokens, so the model spends no tokens on layout and cannot run away in it.
 
 use std::collections::HashMap;
 
@@ -34,14 +33,13 @@ pub fn grammar(schema: &JsonValue) -> String {
 }
 
 /// The rules every grammar may use: JSON strings, numbers and any JSON value.
-const BASICS: &str = r#"ws ::= | " " | "\n" [ \t]{0,20}
-char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+const BASICS: &str = r#"char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 int ::= "-"? ([0-9] | [1-9] [0-9]{1,18})
 number ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})?
 string ::= "\"" char{0,2000} "\""
 value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" ws (string ws ":" ws value ws ("," ws string ws ":" ws value ws){0,63})? "}"
-array ::= "[" ws (value ws ("," ws value ws){0,63})? "]"
+object ::= "{" (string ":" value ("," string ":" value){0,63})? "}"
+array ::= "[" (value ("," value){0,63})? "]"
 "#;
 
 #[derive(Default)]
@@ -147,15 +145,11 @@ impl Grammar {
                 if most == 0 {
                     return "\"[]\"".to_owned();
                 }
-                let rest = format!(
-                    "(\",\" ws {item} ws){{{},{}}}",
-                    least.saturating_sub(1),
-                    most - 1
-                );
+                let rest = format!("(\",\" {item}){{{},{}}}", least.saturating_sub(1), most - 1);
                 if least == 0 {
-                    format!("\"[\" ws ({item} ws {rest})? \"]\"")
+                    format!("\"[\" ({item} {rest})? \"]\"")
                 } else {
-                    format!("\"[\" ws {item} ws {rest} \"]\"")
+                    format!("\"[\" {item} {rest} \"]\"")
                 }
             }
             "object" => {
@@ -178,14 +172,14 @@ impl Grammar {
                     }
                     let rule = self.rule_for(property);
                     parts.push(format!(
-                        "{} ws \":\" ws {rule}",
+                        "{} \":\" {rule}",
                         literal(&JsonValue::String(key.clone()))
                     ));
                 }
                 if parts.is_empty() {
                     return "\"{}\"".to_owned();
                 }
-                format!("\"{{\" ws {} ws \"}}\"", parts.join(" ws \",\" ws "))
+                format!("\"{{\" {} \"}}\"", parts.join(" \",\" "))
             }
             _ => "value".to_owned(),
         }
@@ -240,13 +234,10 @@ mod tests {
         let root = g.lines().next().unwrap();
         assert_eq!(root, "root ::= r0");
         assert!(
-            g.contains(r#"r0 ::= "{" ws "\"bugs\"" ws ":" ws r1 ws "," ws "\"severity\"" ws ":" ws r3 ws "," ws "\"count\"" ws ":" ws r4 ws "," ws "\"note\"" ws ":" ws r5 ws "}""#),
+            g.contains(r#"r0 ::= "{" "\"bugs\"" ":" r1 "," "\"severity\"" ":" r3 "," "\"count\"" ":" r4 "," "\"note\"" ":" r5 "}""#),
             "{g}"
         );
-        assert!(
-            g.contains(r#"r1 ::= "[" ws (r2 ws ("," ws r2 ws){0,63})? "]""#),
-            "{g}"
-        );
+        assert!(g.contains(r#"r1 ::= "[" (r2 ("," r2){0,63})? "]""#), "{g}");
         assert!(g.contains("r2 ::= string\n"), "{g}");
         assert!(g.contains(r#"r3 ::= ("\"Low\"" | "\"High\"")"#), "{g}");
         assert!(
@@ -280,10 +271,7 @@ mod tests {
         let g = grammar(
             &json!({ "type": "array", "items": { "type": "boolean" }, "minItems": 2, "maxItems": 3 }),
         );
-        assert!(
-            g.contains(r#"r0 ::= "[" ws r1 ws ("," ws r1 ws){1,2} "]""#),
-            "{g}"
-        );
+        assert!(g.contains(r#"r0 ::= "[" r1 ("," r1){1,2} "]""#), "{g}");
         // A schema it does not know is any JSON value.
         let g = grammar(&json!({ "not": { "type": "string" } }));
         assert!(g.starts_with("root ::= r0\nr0 ::= value\n"), "{g}");
