@@ -138,6 +138,30 @@ pub struct Function {
     pub span: SrcSpan,
 }
 
+impl Function {
+    /// A function with its signature and an empty entry block, to be lowered into.
+    pub fn new(
+        name: String,
+        params: Vec<Param>,
+        ret: Type,
+        effect: Effect,
+        span: SrcSpan,
+    ) -> Function {
+        Function {
+            name,
+            doc: None,
+            params,
+            ret,
+            effect,
+            locals: Vec::new(),
+            context: None,
+            blocks: vec![Block::default()],
+            value_count: 0,
+            span,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LocalDef {
     pub name: String,

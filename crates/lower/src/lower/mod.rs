@@ -210,18 +210,13 @@ impl<'db> ModuleLower<'db> {
                 function: id,
                 span,
             });
-            self.module.functions.push(Function {
-                name: item.name(db).clone(),
-                doc: None,
-                params: Vec::new(),
-                ret: Type::Unit,
-                effect: Effect::Contextual,
-                locals: Vec::new(),
-                context: None,
-                blocks: Vec::new(),
-                value_count: 0,
+            self.module.functions.push(Function::new(
+                item.name(db).clone(),
+                Vec::new(),
+                Type::Unit,
+                Effect::Contextual,
                 span,
-            });
+            ));
         }
         for (index, (item, file)) in bodies.into_iter().enumerate() {
             let function = FnLower::lower_fn(self, item, file);

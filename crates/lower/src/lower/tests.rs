@@ -22,18 +22,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
             start: item.offset(db),
             end: item.offset(db) + item.ast(db).span.end,
         };
-        let function = Function {
-            name: format!("test {:?}", t.name),
-            doc: None,
-            params: Vec::new(),
-            ret: Type::Unit,
-            effect: Effect::Contextual,
-            locals: Vec::new(),
-            context: None,
-            blocks: vec![Block::default()],
-            value_count: 0,
+        let function = Function::new(
+            format!("test {:?}", t.name),
+            Vec::new(),
+            Type::Unit,
+            Effect::Contextual,
             span,
-        };
+        );
         let mut lx = FnLower::new(m, item, file, function);
         let v = lx.lower_block(&t.body);
         let unit = if lx.terminated() { v } else { lx.unit() };
@@ -203,18 +198,13 @@ impl<'a, 'db> FnLower<'a, 'db> {
             .collect();
         let ret = self.m.ty(&sig.ret);
         let id = self.m.module.functions.len() as FuncId;
-        let stub = Function {
-            name: format!("{}::given {}", self.f.name, function.name(db)),
-            doc: None,
-            params: params.clone(),
+        let stub = Function::new(
+            format!("{}::given {}", self.f.name, function.name(db)),
+            params.clone(),
             ret,
-            effect: Effect::Contextual,
-            locals: Vec::new(),
-            context: None,
-            blocks: vec![Block::default()],
-            value_count: 0,
-            span: self.src(answer.span),
-        };
+            Effect::Contextual,
+            self.src(answer.span),
+        );
         self.m.module.functions.push(stub.clone());
         let mut inner = FnLower::new(&mut *self.m, self.item, self.file, stub);
         for p in &params {
