@@ -1,6 +1,7 @@
 """Drives `sapc mcp serve FILE` with the Python `mcp` SDK's own client, over stdio.
 
 Usage: python py_client.py SAPC FILE TOOL JSON_ARGS [TOOL JSON_ARGS ...]
+(SAPC_SERVE_ARGS, a JSON list, adds options to `sapc mcp serve`, e.g. a provider.)
 Prints one JSON object: the tools listed (name, inputSchema, outputSchema) and, per
 call, isError, the text content and the structured content.
 """
@@ -15,7 +16,10 @@ from mcp.client.stdio import stdio_client
 
 async def main(argv: list[str]) -> None:
     sapc, program, *calls = argv
-    params = StdioServerParameters(command=sapc, args=["mcp", "serve", program])
+    import os
+
+    extra = json.loads(os.environ.get("SAPC_SERVE_ARGS", "[]"))
+    params = StdioServerParameters(command=sapc, args=["mcp", "serve", program, *extra])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()

@@ -9,7 +9,10 @@ Tools (all with structured output unless noted):
   add(a: float, b: float) -> float                   structuredContent {"result": a+b}
   describe(name, tags, level, note=None) -> Description (object with an outputSchema)
   fail(msg) -> raises ToolError(msg)                 isError: true, text "Error executing tool fail: <msg>"
-  slow(seconds: float) -> str                         sleeps (async, cancellable); {"result": "slept S"}
+  slow(seconds: float) -> str                         sleeps (async, cancellable); {"result": "slept S"};
+                                                      a cancellation is recorded as an event
+  events() -> str                                     the events so far, one per line ("cancelled slow")
+  authorization() -> str                              the HTTP request's Authorization header ("" over stdio)
   shout(text: str) -> str                             text.upper(); NO outputSchema (plain text content only)
   crash(code: int)                                    the process exits without answering
   bye() -> str                                        answers, then the process exits
@@ -26,7 +29,7 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 mcp = MCPServer("sap-test-server", version="0.1.0", log_level="WARNING")
@@ -65,8 +68,32 @@ def fail(msg: str) -> str:
 @mcp.tool()
 async def slow(seconds: float) -> str:
     """Sleep for `seconds`, then return."""
-    await anyio.sleep(seconds)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        _event("cancelled slow")
+        raise
     return f"slept {seconds}"
+
+
+_events: list[str] = []
+
+
+def _event(text: str) -> None:
+    _events.append(text)
+
+
+@mcp.tool(structured_output=False)
+def events() -> str:
+    """What happened to earlier calls (a cancelled `slow`), one line each."""
+    return "\n".join(_events)
+
+
+@mcp.tool(structured_output=False)
+def authorization(ctx: Context) -> str:
+    """The Authorization header of the HTTP request that called this tool ("" over stdio)."""
+    request = ctx.request_context.request
+    return request.headers.get("authorization", "") if request is not None else ""
 
 
 @mcp.tool(structured_output=False)

@@ -318,6 +318,49 @@ fn main() {
     assert_eq!(p.read("t.jsonl").matches("tool_server_restart").count(), 1);
 }
 
+/// `mcp-server-time` from PyPI, the reference server on the Python SDK: its results are
+/// Pydantic models whose nested model is a `$ref`, imported as structs of their own.
+#[test]
+fn the_python_reference_time_server_is_imported_with_its_nested_models() {
+    let p = Project::new(
+        "time",
+        &format!(
+            "[mcp.clock]\ncommand = \"{}\"\nargs = [\"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n",
+            python()
+        ),
+    );
+    ok(&p.sapc(&["mcp", "import", "clock"]));
+    let module = p.read("clock.sap");
+    assert!(
+        module.contains("extern \"mcp:clock\" fn convert_time(")
+            && module.contains(") -> ConvertTimeResult;")
+            && module.contains("    source: TimeResult,\n    target: TimeResult,")
+            && module.contains("struct TimeResult {"),
+        "{module}"
+    );
+    p.write(
+        "main.sap",
+        r#"use clock
+
+fn main() {
+    let c = clock::convert_time("UTC", "12:00", "Asia/Tokyo")
+    print(c.time_difference)
+    print(c.target.timezone)
+    print(to_string(ends_with(c.target.datetime, "T21:00:00+09:00")))
+    print(to_string(c.source.is_dst))
+    print(clock::get_current_time("Europe/Paris").timezone)
+}
+"#,
+    );
+    ok(&p.sapc(&["check", "main.sap"]));
+    let run = p.sapc(&["run", "main.sap"]);
+    ok(&run);
+    assert_eq!(
+        stdout(&run),
+        "+9.0h\nAsia/Tokyo\ntrue\nfalse\nEurope/Paris\n"
+    );
+}
+
 #[test]
 fn servers_that_cannot_be_used_are_clear_errors() {
     // No such command.
@@ -338,7 +381,13 @@ fn servers_that_cannot_be_used_are_clear_errors() {
     let run = p.sapc(&["run", "main.sap"]);
     assert_eq!(run.status.code(), Some(1));
     let err = stderr(&run);
-    assert!(err.contains("MCP server `gone`"), "{err}");
+    assert!(
+        err.contains("MCP server `gone` did not finish its start-up handshake in 2 s")
+            && err.contains("it wrote a line that is not JSON-RPC")
+            && err.contains("`not json`")
+            && err.contains("bad line"),
+        "{err}"
+    );
     assert!(started.elapsed().as_secs() < 20, "{err}");
 
     // A server that exits at once, with a message.
@@ -429,14 +478,22 @@ fn streamable_http_servers_are_reached_by_url() {
         .spawn()
         .unwrap();
     wait_for_port(port);
-    // A server name that is not a sap identifier names the module `web_tools`.
+    // A server name that is not a sap identifier names the module `web_tools`; a header
+    // takes its value from the environment.
     let p = Project::new(
         "http",
         &format!(
-            "[mcp.web-tools]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{PATH}}\" }}\n"
+            "[mcp.web-tools]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{SAP_TEST_TOKEN}}\" }}\n"
         ),
     );
-    let import = p.sapc(&["mcp", "import", "web-tools"]);
+    let token = [("SAP_TEST_TOKEN", "s3cret")];
+    let import = p.sapc_with_env(&["mcp", "import", "web-tools"], &token);
+    p.write(
+        "main.sap",
+        "use web_tools\n\nfn main() {\n    print(web_tools::authorization())\n    print(web_tools::shout(\"quiet\"))\n}\n",
+    );
+    let run = p.sapc_with_env(&["run", "main.sap"], &token);
+    let unset = p.sapc(&["run", "main.sap"]);
     let _ = child.kill();
     let _ = child.wait();
     ok(&import);
@@ -445,6 +502,14 @@ fn streamable_http_servers_are_reached_by_url() {
             .contains("extern \"mcp:web-tools\" fn shout("),
         "{}",
         p.read("web_tools.sap")
+    );
+    ok(&run);
+    // The server received the header, its variable expanded.
+    assert_eq!(stdout(&run), "Bearer s3cret\nQUIET\n");
+    fails(
+        &unset,
+        1,
+        "[mcp.web-tools] uses `${SAP_TEST_TOKEN}`, which is not set",
     );
 }
 

@@ -103,6 +103,66 @@ fn not_offered() -> i64 {
     );
 }
 
+/// An exported function that takes a `Context` gets a fresh one per call: the
+/// parameter is not offered to the client, and one call's lines never reach the next.
+#[test]
+fn an_exported_function_with_a_context_gets_a_fresh_one_per_call() {
+    let p = Project::new("serve-ctx", "");
+    p.write(
+        "tools.sap",
+        r#"/// Describes a word, in a context of its own.
+export fn describe(ctx: Context, word: String) -> String {
+    ("Describe the word " + word + " in five words.")!
+}
+"#,
+    );
+    let (_rt, model) = scripted_model(vec![serde_json::json!({"value": "a short word"})]);
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_client.py");
+    let serve_args = serde_json::json!([
+        "--provider",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        format!("{}/v1", model.url()),
+    ]);
+    let out = Command::new(python())
+        .current_dir(&p.dir)
+        .env("SAPC_SERVE_ARGS", serve_args.to_string())
+        .arg(&client)
+        .arg(env!("CARGO_BIN_EXE_sapc"))
+        .arg("tools.sap")
+        .args(["describe", r#"{"word": "first"}"#])
+        .args(["describe", r#"{"word": "second"}"#])
+        .output()
+        .unwrap();
+    ok(&out);
+    let got: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        got["tools"][0]["input"]["required"],
+        serde_json::json!(["word"])
+    );
+    assert!(got["tools"][0]["input"]["properties"].get("ctx").is_none());
+    assert_eq!(got["calls"][0]["text"], "a short word");
+    assert_eq!(got["calls"][1]["text"], "a short word");
+    let prompts: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|r| r.json()["messages"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(
+        prompts[0].contains("Describe the word first"),
+        "{}",
+        prompts[0]
+    );
+    assert!(
+        prompts[1].contains("Describe the word second") && !prompts[1].contains("first"),
+        "{}",
+        prompts[1]
+    );
+}
+
 #[test]
 fn tool_calls_under_parallel_for_are_in_flight_together() {
     let p = Project::new("parallel", &py_toml(""));

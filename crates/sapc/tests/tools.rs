@@ -106,6 +106,21 @@ fn main() {
     let run = p.sapc(&["run", "main.sap", "--allow-run=sh,echo"]);
     assert!(run.status.success(), "{}", err(&run));
     assert_eq!(out(&run), "3\nout\n\nerr\n\na; b\n\n");
+    // The same grant in sap.toml; a program it does not name is still refused.
+    std::fs::write(p.dir.join("sap.toml"), "[permissions]\nrun = [\"sh\"]\n").unwrap();
+    let run = p.sapc(&["run", "main.sap"]);
+    assert!(
+        err(&run).contains("may not run `echo`: run with --allow-run=echo"),
+        "{}",
+        err(&run)
+    );
+    std::fs::write(
+        p.dir.join("sap.toml"),
+        "[permissions]\nrun = [\"sh\", \"echo\"]\n",
+    )
+    .unwrap();
+    let run = p.sapc(&["run", "main.sap"]);
+    assert!(run.status.success(), "{}", err(&run));
 }
 
 #[test]
@@ -147,4 +162,13 @@ fn main() {{
     assert!(run.status.success(), "{}", err(&run));
     assert_eq!(out(&run), "plain page\n{\"got\":{\"n\":1}}\n");
     assert_eq!(server.requests().len(), 2);
+    // The same grant in sap.toml.
+    std::fs::write(
+        p.dir.join("sap.toml"),
+        format!("[permissions]\nnet = [\"{host}\"]\n"),
+    )
+    .unwrap();
+    let run = p.sapc(&["run", "main.sap"]);
+    assert!(run.status.success(), "{}", err(&run));
+    assert_eq!(server.requests().len(), 4);
 }

@@ -5,6 +5,9 @@
 //! - `array` → `List<T>`; an object with properties → a struct named after the tool and
 //!   the parameter; a string `enum` of identifiers → an enum;
 //! - a property that is not required, or a type that admits `null` → `Option<T>`;
+//! - a local `$ref` (`#/$defs/Name`, `#/definitions/Name`, as Pydantic writes nested
+//!   models) → the type of the definition, one declaration per definition, named after
+//!   it (a definition that refers to itself is `Json` where it recurs);
 //! - anything else (an object without properties, `anyOf` of several types, …) → `Json`;
 //! - a result with no `outputSchema` is the tool's text content, a `String`.
 //!
@@ -43,6 +46,8 @@ pub fn import_module(server: &str, tools: &[Tool]) -> Imported {
         types: String::new(),
         type_names: BTreeSet::new(),
         enums: BTreeMap::new(),
+        defs: Map::new(),
+        refs: BTreeMap::new(),
     };
     let mut fns = String::new();
     let mut out_tools = Vec::new();
@@ -57,10 +62,12 @@ pub fn import_module(server: &str, tools: &[Tool]) -> Imported {
             format!("mcp:{server}/{original}")
         };
         let input = JsonValue::Object((*tool.input_schema).clone());
+        generator.enter_schema(&input);
         let params = generator.params(&base, &input);
         let ret = match &tool.output_schema {
             Some(schema) => {
                 let schema = JsonValue::Object((**schema).clone());
+                generator.enter_schema(&schema);
                 match wrapped_result(&schema) {
                     // `{"result": X}` (how SDKs wrap a plain result) reads as an X.
                     Some(inner) => generator.ty(&format!("{base}Result"), inner, true),
@@ -126,9 +133,43 @@ struct Gen {
     type_names: BTreeSet<String>,
     /// Enums written so far, by their values.
     enums: BTreeMap<String, String>,
+    /// The definitions (`$defs`, `definitions`) of the schema being read.
+    defs: Map<String, JsonValue>,
+    /// Definitions already declared, by their text: their sap type, or `None` while
+    /// one is being declared (a reference back to it then reads as `Json`).
+    refs: BTreeMap<String, Option<(String, bool)>>,
 }
 
 impl Gen {
+    /// Reads `$ref`s against this schema's definitions from now on.
+    fn enter_schema(&mut self, root: &JsonValue) {
+        self.defs.clear();
+        for key in ["$defs", "definitions"] {
+            if let Some(defs) = root.get(key).and_then(JsonValue::as_object) {
+                for (name, def) in defs {
+                    self.defs.insert(format!("#/{key}/{name}"), def.clone());
+                }
+            }
+        }
+    }
+
+    /// The type of a local `$ref`; `None` when `schema` is not one this can follow.
+    fn ref_ty(&mut self, schema: &JsonValue) -> Option<(String, bool)> {
+        let target = schema.get("$ref")?.as_str()?;
+        let def = self.defs.get(target)?.clone();
+        let key = def.to_string();
+        match self.refs.get(&key) {
+            Some(Some(done)) => return Some(done.clone()),
+            Some(None) => return Some(("Json".to_owned(), false)),
+            None => {}
+        }
+        self.refs.insert(key.clone(), None);
+        let name = pascal(target.rsplit('/').next().unwrap_or("Definition"));
+        let ty = self.base_ty(&name, &def);
+        self.refs.insert(key, Some(ty.clone()));
+        Some(ty)
+    }
+
     fn params(&mut self, base: &str, input: &JsonValue) -> Vec<Param> {
         let props = input.get("properties").and_then(JsonValue::as_object);
         let Some(props) = props else {
@@ -175,6 +216,9 @@ impl Gen {
 
     /// The type without optionality, and whether the schema admits `null`.
     fn base_ty(&mut self, name: &str, schema: &JsonValue) -> (String, bool) {
+        if let Some(ty) = self.ref_ty(schema) {
+            return ty;
+        }
         // `anyOf: [T, {type: null}]` is an optional T; other unions are `Json`.
         for key in ["anyOf", "oneOf"] {
             if let Some(options) = schema.get(key).and_then(JsonValue::as_array) {
@@ -493,5 +537,71 @@ mod tests {
             m.tools[0].signature,
             "extern \"mcp:s\" fn q(arguments: Json) -> String;"
         );
+    }
+
+    /// Pydantic writes a nested model as a `$ref` into `$defs` (mcp-server-time's
+    /// `convert_time`): each definition becomes one struct, named after it, shared by
+    /// every field and tool that refers to it; one that refers to itself recurs as `Json`.
+    #[test]
+    fn local_refs_are_followed_to_one_declaration_per_definition() {
+        let time_result = json!({"type": "object", "properties": {
+            "timezone": {"type": "string"}, "is_dst": {"type": "boolean"}},
+            "required": ["timezone", "is_dst"]});
+        let m = import_module(
+            "time",
+            &[
+                tool(
+                    "convert_time",
+                    "",
+                    json!({"type": "object", "properties": {"time": {"type": "string"}}, "required": ["time"]}),
+                    Some(json!({"type": "object", "properties": {
+                        "source": {"$ref": "#/$defs/TimeResult"},
+                        "target": {"$ref": "#/$defs/TimeResult"},
+                        "tree": {"$ref": "#/definitions/Node"}},
+                        "required": ["source", "target"],
+                        "$defs": {"TimeResult": time_result},
+                        "definitions": {"Node": {"type": "object", "properties": {
+                            "label": {"type": "string"},
+                            "children": {"type": "array", "items": {"$ref": "#/definitions/Node"}}},
+                            "required": ["label", "children"]}}})),
+                ),
+                tool(
+                    "get_current_time",
+                    "",
+                    json!({"type": "object", "properties": {}}),
+                    Some(
+                        json!({"$ref": "#/$defs/TimeResult", "$defs": {"TimeResult": time_result}}),
+                    ),
+                ),
+            ],
+        );
+        assert_eq!(
+            m.tools[0].signature,
+            "extern \"mcp:time\" fn convert_time(time: String) -> ConvertTimeResult;"
+        );
+        assert!(
+            m.text
+                .contains("struct TimeResult {\n    timezone: String,\n    is_dst: Boolean,\n}"),
+            "{}",
+            m.text
+        );
+        assert!(
+            m.text.contains(
+                "    source: TimeResult,\n    target: TimeResult,\n    tree: Option<Node>,"
+            ),
+            "{}",
+            m.text
+        );
+        assert!(
+            m.text
+                .contains("struct Node {\n    label: String,\n    children: List<Json>,\n}"),
+            "{}",
+            m.text
+        );
+        assert_eq!(
+            m.tools[1].signature,
+            "extern \"mcp:time\" fn get_current_time() -> TimeResult;"
+        );
+        assert_eq!(m.text.matches("struct TimeResult").count(), 1, "{}", m.text);
     }
 }

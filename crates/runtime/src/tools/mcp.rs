@@ -16,11 +16,11 @@ use rmcp::model::{
     ClientRequest, Implementation, ProtocolVersion, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde::Deserialize;
 use serde_json::{Map, Value as JsonValue, json};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use super::lock::{LockedTool, ToolLock};
 use crate::trace::TraceSink;
@@ -102,7 +102,103 @@ pub fn expand_env(text: &str, table: &str) -> Result<String, String> {
 struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
     tools: HashMap<String, Tool>,
+    noise: Noise,
+    /// A stdio server's process, killed when the connection is dropped.
+    _child: Option<tokio::process::Child>,
+}
+
+/// What a stdio server wrote besides its answers, for the error when it fails: the tail
+/// of its standard error, and the first line of its standard output that is not JSON
+/// (the SDK skips such lines, so without this a server that writes them would only be
+/// "no answer").
+#[derive(Clone, Default)]
+struct Noise {
     stderr: Arc<Mutex<String>>,
+    not_json: Arc<Mutex<Option<String>>>,
+}
+
+impl Noise {
+    /// `; it wrote …` for an error message, or nothing.
+    fn note(&self) -> String {
+        let mut note = String::new();
+        if let Some(line) = &*self.not_json.lock().unwrap_or_else(|e| e.into_inner()) {
+            note.push_str(&format!(
+                "; it wrote a line that is not JSON-RPC (an MCP server over stdio must write only JSON messages to its standard output, logs go to standard error): `{line}`"
+            ));
+        }
+        note.push_str(&stderr_note(&self.stderr));
+        note
+    }
+}
+
+/// A stdio server's standard output as the SDK reads it, watched for lines that are
+/// not JSON.
+struct Watched<R> {
+    inner: R,
+    line: Vec<u8>,
+    /// The line being read is longer than what is kept to check it.
+    long: bool,
+    not_json: Arc<Mutex<Option<String>>>,
+}
+
+/// The longest line checked (a longer one is taken to be a message).
+const WATCHED_LINE: usize = 1 << 20;
+
+impl<R> Watched<R> {
+    fn scan(&mut self, bytes: &[u8]) {
+        for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+            let (text, ends) = match chunk.strip_suffix(b"\n") {
+                Some(text) => (text, true),
+                None => (chunk, false),
+            };
+            if !self.long {
+                if self.line.len() + text.len() > WATCHED_LINE {
+                    self.long = true;
+                    self.line.clear();
+                } else {
+                    self.line.extend_from_slice(text);
+                }
+            }
+            if ends {
+                self.end_line();
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        let line = self.line.trim_ascii();
+        if !self.long
+            && !line.is_empty()
+            && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err()
+        {
+            let mut found = self.not_json.lock().unwrap_or_else(|e| e.into_inner());
+            if found.is_none() {
+                let text = String::from_utf8_lossy(line);
+                *found = Some(match text.char_indices().nth(200) {
+                    Some((cut, _)) => format!("{}…", &text[..cut]),
+                    None => text.into_owned(),
+                });
+            }
+        }
+        self.line.clear();
+        self.long = false;
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            this.scan(&buf.filled()[before..]);
+        }
+        polled
+    }
 }
 
 #[derive(Default)]
@@ -269,7 +365,7 @@ impl McpServer {
                 return Err(format!(
                     "MCP server `{}` exited again after it was restarted once{}",
                     self.name,
-                    stderr_note(&c.stderr)
+                    c.noise.note()
                 ));
             }
             if let Some(trace) = &self.trace {
@@ -279,13 +375,15 @@ impl McpServer {
         state.connection = None;
         state.starts += 1;
         let startup = self.config.startup_timeout();
-        let connection = match tokio::time::timeout(startup, self.connect()).await {
+        let noise = Noise::default();
+        let connection = match tokio::time::timeout(startup, self.connect(&noise)).await {
             Ok(result) => Arc::new(result?),
             Err(_) => {
                 return Err(format!(
-                    "MCP server `{}` did not finish its start-up handshake in {} s",
+                    "MCP server `{}` did not finish its start-up handshake in {} s{}",
                     self.name,
-                    startup.as_secs_f64()
+                    startup.as_secs_f64(),
+                    noise.note()
                 ));
             }
         };
@@ -297,13 +395,13 @@ impl McpServer {
         Ok(connection)
     }
 
-    async fn connect(&self) -> Result<Connection, String> {
+    async fn connect(&self, noise: &Noise) -> Result<Connection, String> {
         self.config.validate(&self.name)?;
         let client = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("sap", env!("CARGO_PKG_VERSION")),
         );
-        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut child = None;
         let service = if let Some(command) = &self.config.command {
             let mut cmd = tokio::process::Command::new(expand_env(command, &self.name)?);
             for arg in &self.config.args {
@@ -316,15 +414,31 @@ impl McpServer {
                 Some(cwd) => self.dir.join(cwd),
                 None => self.dir.clone(),
             });
-            let (transport, child_stderr) = TokioChildProcess::builder(cmd)
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| {
-                    format!("cannot start MCP server `{}` (`{command}`): {e}", self.name)
-                })?;
+                .kill_on_drop(true);
+            let mut process = cmd.spawn().map_err(|e| {
+                format!("cannot start MCP server `{}` (`{command}`): {e}", self.name)
+            })?;
+            let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+                return Err(format!(
+                    "cannot start MCP server `{}` (`{command}`): no pipes to it",
+                    self.name
+                ));
+            };
+            let transport = (
+                Watched {
+                    inner: stdout,
+                    line: Vec::new(),
+                    long: false,
+                    not_json: noise.not_json.clone(),
+                },
+                stdin,
+            );
             let mut reader = None;
-            if let Some(mut pipe) = child_stderr {
-                let tail = stderr.clone();
+            if let Some(mut pipe) = process.stderr.take() {
+                let tail = noise.stderr.clone();
                 reader = Some(tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
                     while let Ok(n) = pipe.read(&mut buf).await {
@@ -341,6 +455,7 @@ impl McpServer {
                     }
                 }));
             }
+            child = Some(process);
             match client.serve(transport).await {
                 Ok(service) => service,
                 Err(e) => {
@@ -352,7 +467,7 @@ impl McpServer {
                     return Err(format!(
                         "MCP server `{}` (`{command}`) failed its start-up handshake: {e}{}",
                         self.name,
-                        stderr_note(&stderr)
+                        noise.note()
                     ));
                 }
             }
@@ -398,7 +513,7 @@ impl McpServer {
             format!(
                 "MCP server `{}` did not list its tools: {e}{}",
                 self.name,
-                stderr_note(&stderr)
+                noise.note()
             )
         })?;
         let tools = listed
@@ -408,7 +523,8 @@ impl McpServer {
         Ok(Connection {
             service,
             tools,
-            stderr,
+            noise: noise.clone(),
+            _child: child,
         })
     }
 
@@ -447,12 +563,13 @@ impl McpServer {
                 format!("{what}: JSON-RPC error {}: {}", data.code.0, data.message)
             }
             ServiceError::Timeout { timeout } => format!(
-                "{what}: no answer in {:.1} s; the call was cancelled",
-                timeout.as_secs_f64()
+                "{what}: no answer in {:.1} s; the call was cancelled{}",
+                timeout.as_secs_f64(),
+                connection.noise.note()
             ),
             ServiceError::TransportClosed => format!(
                 "{what}: the server closed the connection{}",
-                stderr_note(&connection.stderr)
+                connection.noise.note()
             ),
             other => format!("{what}: {other}"),
         }
@@ -475,6 +592,30 @@ fn stderr_note(stderr: &Mutex<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_that_are_not_json_are_noticed_across_reads() {
+        let found = Arc::new(Mutex::new(None));
+        let mut w = Watched {
+            inner: (),
+            line: Vec::new(),
+            long: false,
+            not_json: found.clone(),
+        };
+        w.scan(b"{\"jsonrpc\":\"2.0\"}\n{\"a\":");
+        w.scan(b"1}\n\r\n  \nnot ");
+        assert!(found.lock().unwrap().is_none());
+        w.scan(b"json\n{}\nworse\n");
+        assert_eq!(found.lock().unwrap().as_deref(), Some("not json"));
+        assert!(
+            Noise {
+                stderr: Default::default(),
+                not_json: found
+            }
+            .note()
+            .contains("`not json`")
+        );
+    }
 
     #[test]
     fn environment_variables_are_expanded_and_missing_ones_named() {

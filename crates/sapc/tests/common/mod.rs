@@ -56,10 +56,16 @@ impl Project {
     }
 
     pub fn sapc(&self, args: &[&str]) -> Output {
+        self.sapc_with_env(args, &[])
+    }
+
+    /// `sapc` with `args` and these environment variables set.
+    pub fn sapc_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_sapc"))
             .current_dir(&self.dir)
             .args(args)
             .env("NO_COLOR", "1")
+            .envs(vars.iter().copied())
             .output()
             .expect("sapc runs")
     }
