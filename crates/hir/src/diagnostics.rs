@@ -131,6 +131,7 @@ pub const GIVEN_OUTSIDE_TEST: &str = "E0135";
 pub const GIVEN_NOT_MODEL: &str = "E0136";
 pub const GIVEN_PARAMS: &str = "E0137";
 pub const GIVEN_NO_SITE: &str = "E0138";
+pub const STORED_TRUSTED_TOOL: &str = "E0139";
 
 pub const UNUSED_VARIABLE: &str = "W0100";
 pub const UNUSED_CONTEXT: &str = "W0101";
@@ -176,6 +177,7 @@ pub const ALL_CODES: &[&str] = &[
     TRUSTED_CONTEXT,
     TRUST_REASON,
     UNTRUSTED_ARGUMENT,
+    STORED_TRUSTED_TOOL,
     UNUSED_VARIABLE,
     UNUSED_CONTEXT,
     UNBOUNDED_WHILE,
@@ -731,6 +733,22 @@ pub fn untrusted_argument<'db>(
         label,
     )
     .with_help("read untrusted data in a sub-agent (`Context::new()`) and pass what it returns only to parameters that are not `trusted`; or declassify with `trust(value, \"why\")`")
+}
+
+pub fn stored_trusted_tool<'db>(
+    base: Item<'db>,
+    span: Span,
+    name: &str,
+    sink: &str,
+) -> HirDiagnostic<'db> {
+    error(
+        base,
+        STORED_TRUSTED_TOOL,
+        span,
+        format!("`{name}` has a `trusted` parameter ({sink}), so it can be used as a value only as a call's argument"),
+        "a tool kept here could be called with untrusted arguments",
+    )
+    .with_help(format!("hand `{name}` straight to the call that offers it (`aot::solve(ctx, task, [{name}])`), where the checker sees who writes its arguments"))
 }
 
 pub fn not_a_value<'db>(base: Item<'db>, span: Span, what: &str) -> HirDiagnostic<'db> {

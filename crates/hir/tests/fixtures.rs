@@ -1,6 +1,8 @@
 //! Data-driven checker tests: every `.sap` file under `tests/fixtures/hir` is checked on
 //! its own, except that the files of a directory named `*.workspace` are checked
-//! together (each is a module the others can `use`). Expectations are inline
+//! together (each is a module the others can `use`). A file whose first line is
+//! `// with the prelude` is checked with the prelude's modules (`aot`, `fs`, …) beside
+//! it. Expectations are inline
 //! (`//~ error[E0103]: …`); a file without any must check clean. Every diagnostic code
 //! `hir` has must appear in some fixture.
 
@@ -38,6 +40,9 @@ fn fixtures() {
         let mut handles = Vec::new();
         for path in &files {
             let text = std::fs::read_to_string(path).unwrap();
+            if text.starts_with("// with the prelude\n") {
+                db.add_prelude();
+            }
             handles.push((
                 path.clone(),
                 text.clone(),

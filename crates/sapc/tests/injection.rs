@@ -3,8 +3,10 @@
 //! an MCP server on the Python SDK) return texts carrying injected instructions, run
 //! against a model double that always obeys the last instruction it sees.
 //!
-//! For each family, a naive program (the model reads the data and picks the action) and
-//! one in the documented idiom (`tests/injection/programs/`), each checked and run:
+//! For each family, a naive program (the model reads the data and picks the action), for
+//! the files a second naive one (the program names the action, the model reading the
+//! data decides whether it runs), and one in the documented idiom
+//! (`tests/injection/programs/`), each checked and run:
 //! - with the suite's declarations (`suite.sap`, actions' parameters `trusted`): the
 //!   naive programs must be rejected by `sapc check`, and no program that passes may
 //!   execute an attacker's action;
@@ -276,12 +278,19 @@ fn injected_text_cannot_steer_a_program_that_passes_the_checker() {
     let mut passed_attacks = 0;
     let mut unguarded_attacks = 0;
     for family in ["inbox", "bank", "files"] {
-        for style in ["idiom", "naive"] {
+        for style in ["idiom", "naive", "naive_if"] {
+            let name = format!("{family}_{style}");
+            if !suite_dir()
+                .join("programs")
+                .join(format!("{name}.sap"))
+                .exists()
+            {
+                continue;
+            }
             for guarded in [true, false] {
                 if style == "idiom" && !guarded {
                     continue;
                 }
-                let name = format!("{family}_{style}");
                 let o = run_program(&name, guarded, &url);
                 let (done, attacked) = scored(family, &o.actions);
                 let attacks = o
@@ -324,12 +333,12 @@ fn injected_text_cannot_steer_a_program_that_passes_the_checker() {
                         assert!(done, "{name} must do the user's task: {:?}", o.actions);
                     }
                     // The naive programs are rejected once the sinks are marked.
-                    ("naive", true) => assert!(
+                    ("naive" | "naive_if", true) => assert!(
                         !o.accepted && o.rejected_with_e0134,
                         "{name} must be rejected with E0134"
                     ),
                     // Unmarked, they pass, and the double's obedience shows.
-                    ("naive", false) => {
+                    ("naive" | "naive_if", false) => {
                         assert!(o.accepted, "{name} (unguarded) checks");
                         assert!(
                             attacked,
@@ -347,5 +356,5 @@ fn injected_text_cannot_steer_a_program_that_passes_the_checker() {
         passed_attacks, 0,
         "no program that passes the checker executes an attacker action"
     );
-    assert_eq!(unguarded_attacks, 3);
+    assert_eq!(unguarded_attacks, 4);
 }

@@ -30,6 +30,13 @@ struct Analyzer<'db> {
     ctx: Option<LocalId>,
     /// Control dependence: what decided that the code here runs.
     pc: Taint,
+    /// What decided a `return`, `break` or `continue` seen so far: the code after it
+    /// runs only if that did not leave, so everything from there on depends on it.
+    exits: Taint,
+    /// Function references handed straight to a call as its arguments (`[pay]` in
+    /// `aot::solve(ctx, task, [pay])`), checked there; any other use of a function with
+    /// `trusted` parameters as a value is refused.
+    handed: std::collections::HashSet<ast::ExprId>,
     ret: Taint,
     summary: Summary,
     diagnostics: Vec<HirDiagnostic<'db>>,
@@ -51,6 +58,8 @@ pub(super) fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<Hi
         locals: vec![Taint::default(); body.locals.len()],
         ctx: sig.context_param.map(|i| LocalId(i as u32)),
         pc: Taint::default(),
+        exits: Taint::default(),
+        handed: Default::default(),
         ret: Taint::default(),
         summary: Summary::default(),
         diagnostics: Vec::new(),
@@ -83,6 +92,15 @@ pub(super) fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<Hi
     let ret = std::mem::take(&mut a.ret);
     a.summary.ret_source = ret.source;
     a.summary.ret_params = ret.params;
+    // A loop's body is walked until nothing changes: report each violation once.
+    let mut seen = std::collections::HashSet::new();
+    a.diagnostics.retain(|d| {
+        seen.insert((
+            d.diagnostic.span.start,
+            d.diagnostic.code,
+            d.diagnostic.message.clone(),
+        ))
+    });
     (a.summary, a.diagnostics)
 }
 
@@ -147,9 +165,17 @@ impl<'db> Analyzer<'db> {
                     None => Taint::default(),
                 };
                 self.ret.join(&t.joined(&self.pc));
+                self.leave_early("`return`", s.span);
                 Taint::default()
             }
-            StmtKind::Break | StmtKind::Continue => Taint::default(),
+            StmtKind::Break => {
+                self.leave_early("`break`", s.span);
+                Taint::default()
+            }
+            StmtKind::Continue => {
+                self.leave_early("`continue`", s.span);
+                Taint::default()
+            }
             // Tests are not analyzed (only functions are), and an assertion passes
             // nothing on.
             StmtKind::Assert { cond, .. } => {
@@ -190,7 +216,19 @@ impl<'db> Analyzer<'db> {
         let saved = self.pc.clone();
         self.pc.join(&decided);
         f(self);
-        self.pc = saved;
+        self.pc = saved.joined(&self.exits);
+    }
+
+    /// A `return`, `break` or `continue` here: if untrusted data decided that it runs,
+    /// it decides whether the code after it runs, up to the end of the function
+    /// (conservatively: a `break` only decides the rest of its loop and what follows).
+    fn leave_early(&mut self, what: &str, span: Span) {
+        if self.pc.is_clean() {
+            return;
+        }
+        let step = self.step(format!("decides whether {what} leaves early"), span);
+        let decided = self.pc.clone().then_source(&step);
+        self.exits.join(&decided);
     }
 
     /// A loop: its body until the locals stop changing, each iteration's injections
@@ -282,6 +320,16 @@ impl<'db> Analyzer<'db> {
             }
             ExprKind::Path(_) => match self.body.resolutions.get(e.id) {
                 Some(Resolution::Local(l)) => self.local(*l),
+                Some(Resolution::Item(g)) => {
+                    if !self.handed.contains(&e.id)
+                        && let Some(sink) = self.tool_sink(*g)
+                    {
+                        let name: &str = g.name(self.db);
+                        self.diagnostics
+                            .push(diag::stored_trusted_tool(self.item, e.span, name, &sink));
+                    }
+                    Taint::default()
+                }
                 _ => Taint::default(),
             },
             ExprKind::Call { args, .. } => self.call(e, None, args),
@@ -375,7 +423,7 @@ impl<'db> Analyzer<'db> {
         let saved = self.pc.clone();
         self.pc.join(&decided);
         let v = f(self).joined(&self.pc);
-        self.pc = saved;
+        self.pc = saved.joined(&self.exits);
         v
     }
 
@@ -402,11 +450,15 @@ impl<'db> Analyzer<'db> {
         // A builtin's result is its arguments' (but for the two below): no need to keep
         // them apart.
         if !matches!(callee, Some(Callee::Item(_))) {
+            let tools = self.hand_tools(args());
             let mut joined = Taint::default();
+            let mut taints = Vec::new();
             for a in args() {
                 let t = self.arg(a);
                 joined.join(&t);
+                taints.push(t);
             }
+            self.check_tools(e, &tools, &taints);
             return match callee {
                 Some(Callee::Builtin(Builtin::Trust)) => Taint::default(),
                 Some(Callee::Builtin(Builtin::ReadFile)) => {
@@ -415,7 +467,9 @@ impl<'db> Analyzer<'db> {
                 _ => joined,
             };
         }
+        let tools = self.hand_tools(args());
         let taints: Vec<Taint> = args().map(|a| self.arg(a)).collect();
+        self.check_tools(e, &tools, &taints);
         let db = self.db;
         match callee {
             None | Some(Callee::Builtin(_)) => unreachable!("handled above"),
@@ -514,6 +568,89 @@ impl<'db> Analyzer<'db> {
         }
     }
 
+    /// The `trusted` parameter a function value would expose to whoever calls it (the
+    /// model, for a tool): its first sink, if it has one.
+    fn tool_sink(&self, g: Item<'db>) -> Option<String> {
+        let sig = fn_signature(self.db, g);
+        if sig.is_extern {
+            extern_summary(sig, g.name(self.db))
+                .any_sink
+                .map(|(_, sink)| sink)
+        } else if g.kind(self.db) == ItemKind::Fn {
+            fn_summary(self.db, g)
+                .any_sink
+                .as_ref()
+                .map(|(_, sink)| sink.clone())
+        } else {
+            None
+        }
+    }
+
+    /// The functions with `trusted` parameters handed straight to this call, as an
+    /// argument or in a list literal argument: by argument, each with its sink.
+    fn hand_tools<'e>(
+        &mut self,
+        args: impl Iterator<Item = &'e Expr>,
+    ) -> Vec<(usize, Item<'db>, Span, String)> {
+        let mut found = Vec::new();
+        for (i, a) in args.enumerate() {
+            let refs: Vec<&Expr> = match &a.kind {
+                ExprKind::List(items) => items.iter().collect(),
+                _ => vec![a],
+            };
+            for r in refs {
+                if let Some(Resolution::Item(g)) = self.body.resolutions.get(r.id)
+                    && let Some(sink) = self.tool_sink(*g)
+                {
+                    self.handed.insert(r.id);
+                    found.push((i, *g, r.span, sink));
+                }
+            }
+        }
+        found
+    }
+
+    /// A function with `trusted` parameters handed to a call as a tool: whoever calls it
+    /// there (the model, in a plan) writes its arguments from what the call is given, so
+    /// every other argument, and what decided that the call runs, must be trusted.
+    fn check_tools(
+        &mut self,
+        e: &Expr,
+        tools: &[(usize, Item<'db>, Span, String)],
+        taints: &[Taint],
+    ) {
+        if tools.is_empty() {
+            return;
+        }
+        let mut given = self.pc.clone();
+        for (i, t) in taints.iter().enumerate() {
+            if !tools.iter().any(|(arg, ..)| *arg == i) {
+                given.join(t);
+            }
+        }
+        if given.is_clean() {
+            return;
+        }
+        let callee = match self.body.callees.get(e.id) {
+            Some(Callee::Item(g)) => format!("`{}`", g.name(self.db)),
+            _ => "the call".to_owned(),
+        };
+        for (_, g, span, sink) in tools {
+            let name: &str = g.name(self.db);
+            let path = vec![self.step(
+                format!("`{name}` handed to {callee} as a tool, whose arguments the model writes"),
+                *span,
+            )];
+            self.flow_to_sink(
+                &given,
+                &path,
+                sink,
+                *span,
+                "this tool's arguments would come from untrusted data",
+            );
+        }
+    }
+
     /// Untrusted `t` reaching `sink` by `path`: a violation for a source, a summary
     /// entry for a parameter. Whether a violation was reported.
     fn flow_to_sink(
@@ -537,7 +674,7 @@ impl<'db> Analyzer<'db> {
         };
         let mut whole = source.clone();
         whole.extend_from_slice(path);
-        let shown = show_path(self.db, &whole);
+        let shown = show_path(self.db, self.file, &whole);
         self.diagnostics.push(diag::untrusted_argument(
             self.item, span, sink, &shown, label,
         ));

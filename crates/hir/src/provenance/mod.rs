@@ -183,10 +183,21 @@ fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
     s
 }
 
-/// "`inbox::read` (line 12) → injected into `triage`'s context (line 20) → …".
-fn show_path(db: &dyn Db, path: &[Step]) -> String {
+/// "`inbox::read` (line 12) → injected into `triage`'s context (line 20) → …": lines of
+/// `home` (the file the violation is reported in) by number, lines of other files with
+/// the file's name (`aot.sap` line 31). A stretch that a loop repeated is shown once.
+fn show_path(db: &dyn Db, home: SourceFile, path: &[Step]) -> String {
+    let mut shortest: Vec<&Step> = Vec::new();
+    for step in path {
+        let same =
+            |s: &&Step| s.file == step.file && s.offset == step.offset && s.what == step.what;
+        match shortest.iter().position(same) {
+            Some(at) => shortest.truncate(at + 1),
+            None => shortest.push(step),
+        }
+    }
     let mut indexes: HashMap<SourceFile, LineIndex> = HashMap::new();
-    let parts: Vec<String> = path
+    let parts: Vec<String> = shortest
         .iter()
         .map(|s| {
             let text = s.file.text(db);
@@ -194,7 +205,13 @@ fn show_path(db: &dyn Db, path: &[Step]) -> String {
                 .entry(s.file)
                 .or_insert_with(|| LineIndex::new(text));
             let line = index.line_col(text, s.offset).line + 1;
-            format!("{} (line {line})", s.what)
+            if s.file == home {
+                format!("{} (line {line})", s.what)
+            } else {
+                let path = s.file.path(db);
+                let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+                format!("{} ({name} line {line})", s.what)
+            }
         })
         .collect();
     parts.join(" → ")
