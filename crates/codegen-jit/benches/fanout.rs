@@ -118,7 +118,7 @@ impl Drop for Remote {
 fn runtime_for(url: &str) -> Arc<Runtime> {
     let provider = OpenAiProvider::new(OpenAiConfig {
         http: HttpConfig {
-            concurrency: 1024,
+            concurrency: Some(1024),
             ..HttpConfig::default()
         },
         ..OpenAiConfig::new(format!("{url}/v1"), "bench")

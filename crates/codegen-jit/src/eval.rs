@@ -368,7 +368,7 @@ impl<'h> Evaluator<'h> {
         items: &[Value],
         depth: u32,
     ) -> Result<Vec<Value>, ExecError> {
-        let results = runtime::window::sliding_window(
+        let results = runtime::tasks::fan_out(
             items.len(),
             self.host.limits.concurrency,
             |i| {

@@ -203,7 +203,7 @@ impl Program for JitProgram {
         let depth = env.depth;
         let remaining = env.max_iterations.saturating_sub(env.iterations);
         let used = std::sync::atomic::AtomicU64::new(0);
-        let results = runtime::window::sliding_window(
+        let results = runtime::tasks::fan_out(
             items.len(),
             host.limits.concurrency,
             |i| {

@@ -115,7 +115,7 @@ fn concurrent_calls(c: &mut Criterion) {
                 let provider: Arc<dyn Provider> = Arc::new(
                     OpenAiProvider::new(OpenAiConfig {
                         http: HttpConfig {
-                            concurrency: 1000,
+                            concurrency: Some(1000),
                             ..HttpConfig::default()
                         },
                         ..OpenAiConfig::new(format!("{}/v1", server.url()), "bench")

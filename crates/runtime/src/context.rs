@@ -51,6 +51,17 @@ thread_local! {
     static OPEN: RefCell<Vec<Weak<Frame>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The frames a thread of control has open, kept aside while another runs on its thread
+/// (a suspended fan-out task): see [`swap_open`].
+#[derive(Default)]
+pub struct OpenFrames(Vec<Weak<Frame>>);
+
+/// Exchanges this thread's open frames with `saved` (as [`crate::order::swap`] does with
+/// the place in the order).
+pub fn swap_open(saved: &mut OpenFrames) {
+    OPEN.with(|open| std::mem::swap(&mut *open.borrow_mut(), &mut saved.0));
+}
+
 /// The span of the innermost function call with a context still running on this
 /// thread, if spans are exported.
 pub(crate) fn innermost_span() -> Option<SpanContext> {

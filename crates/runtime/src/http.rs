@@ -1,15 +1,16 @@
-//! HTTP transport shared by the providers: one `reqwest` client, a concurrency limit,
-//! connect and request timeouts, and retries with exponential backoff and full jitter on
+//! HTTP transport shared by the providers: one `reqwest` client with a warm connection
+//! pool, an adaptive concurrency limit ([`crate::limit`]), connect and request timeouts,
+//! and retries with exponential backoff and full jitter on
 //! 408, 409, 429, 5xx and connection errors, honouring `retry-after-ms` and
 //! `retry-after`. Other 4xx answers are the caller's mistake and are not retried.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 use serde_json::Value as JsonValue;
-use tokio::sync::Semaphore;
 
+use crate::limit::{Limiter, Outcome};
 use crate::llm::ProviderError;
 
 #[derive(Clone, Debug)]
@@ -20,8 +21,10 @@ pub struct HttpConfig {
     pub max_retries: u32,
     pub backoff_base: Duration,
     pub backoff_max: Duration,
-    /// Requests in flight at once, per provider.
-    pub concurrency: usize,
+    /// The most requests in flight at once, per provider (`--concurrency`); `None`:
+    /// adaptive from [`crate::limit::DEFAULT_START`] up to
+    /// [`crate::limit::DEFAULT_CAP`].
+    pub concurrency: Option<usize>,
 }
 
 impl Default for HttpConfig {
@@ -32,7 +35,7 @@ impl Default for HttpConfig {
             max_retries: 4,
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
-            concurrency: 16,
+            concurrency: None,
         }
     }
 }
@@ -40,7 +43,7 @@ impl Default for HttpConfig {
 pub struct HttpTransport {
     client: reqwest::Client,
     pub config: HttpConfig,
-    permits: Semaphore,
+    pub limiter: Limiter,
     jitter_state: AtomicU64,
 }
 
@@ -95,7 +98,13 @@ impl HttpTransport {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
-            .pool_max_idle_per_host(config.concurrency.max(1))
+            // A connection kept for every request the limit lets out at once.
+            .pool_max_idle_per_host(
+                config
+                    .concurrency
+                    .unwrap_or(crate::limit::DEFAULT_CAP)
+                    .max(1),
+            )
             .build()
             .map_err(|e| ProviderError::Transport {
                 message: format!("cannot build the HTTP client: {e}"),
@@ -107,27 +116,27 @@ impl HttpTransport {
             | 1;
         Ok(HttpTransport {
             client,
-            permits: Semaphore::new(config.concurrency.max(1)),
+            limiter: Limiter::new(config.concurrency),
             config,
             jitter_state: AtomicU64::new(seed),
         })
     }
 
-    /// POSTs `body` as JSON, retrying what can be retried.
+    /// POSTs `body` as JSON, retrying what can be retried. The body is serialized once
+    /// and the tree dropped: while the request is in flight only its bytes are held,
+    /// shared by every attempt.
     pub async fn post_json(
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &JsonValue,
+        body: JsonValue,
     ) -> Result<Answer, ProviderError> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| ProviderError::Protocol("transport closed".to_owned()))?;
-        let body = body.to_string();
+        let body = bytes::Bytes::from(body.to_string());
         let mut retries = 0;
         loop {
+            // A place under the limit for each attempt; none is held while backing off.
+            let permit = self.limiter.acquire().await;
+            let sent = Instant::now();
             let mut request = self
                 .client
                 .post(url)
@@ -138,10 +147,16 @@ impl HttpTransport {
             }
             let wait = match request.send().await {
                 Ok(response) if response.status().is_success() => {
+                    permit.finish(Outcome::Answered(sent.elapsed()));
                     return Ok(Answer { response, retries });
                 }
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    permit.finish(if matches!(status, 429 | 503) {
+                        Outcome::Overloaded
+                    } else {
+                        Outcome::Other
+                    });
                     let hint = retry_after(response.headers());
                     let message = error_message(response).await;
                     // A server error that names the shape of the request (its
@@ -162,6 +177,11 @@ impl HttpTransport {
                     hint.unwrap_or_else(|| self.backoff(retries))
                 }
                 Err(e) => {
+                    permit.finish(if e.is_timeout() {
+                        Outcome::Overloaded
+                    } else {
+                        Outcome::Other
+                    });
                     let message = describe(&e);
                     if retries >= self.config.max_retries {
                         return Err(if e.is_timeout() {

@@ -11,7 +11,7 @@
 //! Nothing here reads configuration files or the command line: `sapc` builds a
 //! [`Runtime`] from flags, environment and `sap.toml`, and hands it to the program.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod atom_plan;
 pub mod budget;
@@ -21,18 +21,19 @@ pub mod error;
 pub mod http;
 pub mod journal;
 pub mod lenient;
+pub mod limit;
 pub mod llm;
 pub mod order;
 pub mod provider;
 pub mod repair;
 pub mod runaway;
 pub mod schema;
+pub mod tasks;
 pub mod telemetry;
 pub mod tools;
 pub mod trace;
 pub mod types;
 pub mod value;
-pub mod window;
 
 pub use budget::{Budgets, RunStats};
 pub use call::{Runtime, RuntimeConfig};

@@ -210,6 +210,11 @@ pub trait Provider: Send + Sync {
         ""
     }
 
+    /// The adaptive concurrency limit of an HTTP provider (`--stats`, the trace).
+    fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+        None
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

@@ -42,6 +42,17 @@ pub fn fan_out() -> Position {
     take_next()
 }
 
+/// A thread of control's place in the order, kept aside while another runs on its
+/// thread (a suspended fan-out task): see [`swap`].
+#[derive(Default)]
+pub struct Saved(Cursor);
+
+/// Exchanges this thread's place with `saved`: a scheduler swaps a task's place in when
+/// it resumes the task, and out again when the task suspends.
+pub fn swap(saved: &mut Saved) {
+    CURSOR.with(|c| std::mem::swap(&mut *c.borrow_mut(), &mut saved.0));
+}
+
 /// Runs `f` as iteration `index` of the fan-out at `fan_out`, on whatever thread: its
 /// calls are numbered from 0 under `[fan_out…, index]`. The thread's own numbering is
 /// restored afterwards.
@@ -50,7 +61,7 @@ pub fn within<T>(fan_out: &[u32], index: u32, f: impl FnOnce() -> T) -> T {
     prefix.push(index);
     let saved =
         CURSOR.with(|c| std::mem::replace(&mut *c.borrow_mut(), Cursor { prefix, next: 0 }));
-    // Restore even if `f` panics (the window catches panics of iterations).
+    // Restore even if `f` panics (the fan-out catches panics of iterations).
     struct Restore(Option<Cursor>);
     impl Drop for Restore {
         fn drop(&mut self) {

@@ -280,8 +280,13 @@ fn independent_atoms_overlap_in_time() {
     atoms.push(json!({"id": 9, "kind": "final", "dependsOn": [1, 2, 3, 4, 5, 6, 7, 8]}));
     let plan = atom_plan::check(&json!({ "atoms": atoms }), &calculator()).unwrap();
     assert_eq!(atom_plan::layers(&plan).len(), 2);
+    // A tool that waits as model calls and MCP tools do: its task suspends.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
     let slow = |t: &ToolSig, args: Vec<Value>| {
-        std::thread::sleep(Duration::from_millis(200));
+        runtime::tasks::block_on(&handle, async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        });
         calc(t, args)
     };
     let start = Instant::now();

@@ -456,7 +456,7 @@ async fn the_concurrency_limit_holds() {
     })
     .await;
     let mut config = openai_config(&server, false);
-    config.http.concurrency = 2;
+    config.http.concurrency = Some(2);
     let rt = Arc::new(runtime(Arc::new(OpenAiProvider::new(config).unwrap())));
     let started = Instant::now();
     let mut tasks = Vec::new();

@@ -204,7 +204,7 @@ fn record_fan_out(path: &std::path::Path) {
             .unwrap()
     };
     ask("before 0".to_owned());
-    runtime::window::sliding_window(
+    runtime::tasks::fan_out(
         8,
         4,
         |i| {

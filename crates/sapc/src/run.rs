@@ -90,8 +90,12 @@ pub struct RunArgs {
     /// Let `process::run` run PROGRAM, named as the program names it (repeatable).
     #[arg(long, value_name = "PROGRAM", value_delimiter = ',')]
     pub allow_run: Vec<String>,
-    /// LLM calls and `parallel for` iterations in flight at once.
-    #[arg(long)]
+    /// The most LLM calls and `parallel for` iterations in flight at once [default:
+    /// adaptive — model calls start at 256 at once per provider, grow while answers come
+    /// back at the usual latency, back off on 429/503, time-outs and rising latency, up
+    /// to 1024; iterations: 1024]. Setting it starts model calls at N and caps both at N
+    /// (also `concurrency` under [provider] in sap.toml).
+    #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// Print the run's counters (calls, tokens, time) to standard error.
     #[arg(long)]
@@ -164,7 +168,7 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
     };
     let mut http = HttpConfig::default();
     if let Some(c) = args.concurrency.or(config.provider.concurrency) {
-        http.concurrency = c.max(1);
+        http.concurrency = Some(c.max(1));
     }
     if let Some(t) = config.provider.timeout_seconds {
         http.request_timeout = Duration::from_secs_f64(t.max(0.1));
@@ -461,6 +465,12 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             s.model_time.as_secs_f64(),
             s.wall_time.as_secs_f64()
         );
+        if let Some(c) = rt.concurrency() {
+            eprintln!(
+                "concurrency: {} model calls in flight at most; limit {} (started at {}, cap {}, {} back-offs)",
+                c.peak, c.limit, c.start, c.cap, c.cuts
+            );
+        }
     }
     runtime::telemetry::shutdown(result.as_ref().err().map(|e| e.message.as_str()));
     if let Some(journal) = host.journal() {

@@ -40,7 +40,8 @@ pub struct Limits {
     pub max_loop_iterations: u64,
     /// Iterations of any one run of a `while` whose condition the model decides.
     pub max_model_iterations: u64,
-    /// `parallel for` iterations in flight at once.
+    /// `parallel for` iterations in flight at once (each a task: see
+    /// `runtime::tasks`); model requests are limited apart, adaptively, per provider.
     pub concurrency: usize,
 }
 
@@ -50,7 +51,7 @@ impl Default for Limits {
             max_depth: 10_000,
             max_loop_iterations: 1_000_000_000,
             max_model_iterations: 100,
-            concurrency: 16,
+            concurrency: runtime::limit::DEFAULT_CAP,
         }
     }
 }
@@ -344,15 +345,15 @@ impl Host {
         params_of(&self.types, params)
     }
 
-    /// Blocks on an LLM call. Engines run on plain threads, never on a tokio worker.
+    /// Waits for an LLM call: a `parallel for` iteration suspends (its thread runs the
+    /// others meanwhile), other code blocks its thread. Engines run on plain threads,
+    /// never on a tokio worker.
     fn block<T>(
         &self,
-        f: impl std::future::Future<Output = Result<T, RuntimeError>>,
+        f: impl std::future::Future<Output = Result<T, RuntimeError>> + Send,
         span: SrcSpan,
     ) -> Result<T, ExecError> {
-        self.tokio
-            .block_on(f)
-            .map_err(|e| ExecError::from_runtime(e, span))
+        runtime::tasks::block_on(&self.tokio, f).map_err(|e| ExecError::from_runtime(e, span))
     }
 
     /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema
@@ -726,16 +727,15 @@ impl Host {
         span: Option<SrcSpan>,
     ) -> Result<Value, ExecError> {
         let result = match &bound.binding {
-            Binding::Mcp { server, tool } => self.tokio.block_on(self.tools.call_mcp(
-                server,
-                tool,
-                &bound.params,
-                &bound.ret,
-                args,
-            )),
-            Binding::Std { module, tool } => self
-                .tokio
-                .block_on(self.tools.call_std(module, tool, &bound.ret, args)),
+            Binding::Mcp { server, tool } => runtime::tasks::block_on(
+                &self.tokio,
+                self.tools
+                    .call_mcp(server, tool, &bound.params, &bound.ret, args),
+            ),
+            Binding::Std { module, tool } => runtime::tasks::block_on(
+                &self.tokio,
+                self.tools.call_std(module, tool, &bound.ret, args),
+            ),
         };
         result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
     }

@@ -171,9 +171,10 @@ pub fn execute(
             .copied()
             .filter(|&i| plan.atoms[i].kind == AtomKind::Tool)
             .collect();
-        // Tools may be compiled sap code that recurses: the window's threads have big
-        // stacks. Every atom of the layer runs (the first failure in plan order wins).
-        let outcomes = crate::window::sliding_window(
+        // Each atom is a task (tools may be compiled sap code that recurses: tasks have
+        // stacks as big as threads'). Every atom of the layer runs (the first failure in
+        // plan order wins).
+        let outcomes = crate::tasks::fan_out(
             tool_atoms.len(),
             options.width,
             |k| run_one(tool_atoms[k]),

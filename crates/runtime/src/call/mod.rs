@@ -155,6 +155,11 @@ impl Runtime {
         self.provider.name()
     }
 
+    /// The provider's adaptive concurrency limit, if it has one.
+    pub fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+        self.provider.concurrency()
+    }
+
     // ------------------------------------------------------------ the four calls
 
     pub async fn produce(
@@ -592,6 +597,8 @@ impl Runtime {
             "retries": response.map_or(0, |r| r.retries),
             "structured": response.and_then(|r| r.structured),
             "sampling": response.and_then(|r| r.sampling.clone()),
+            // The provider's adaptive limit when this call ended.
+            "concurrency_limit": self.provider.concurrency().map(|c| c.limit),
         }));
     }
 }

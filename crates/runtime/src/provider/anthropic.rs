@@ -95,7 +95,7 @@ impl AnthropicProvider {
         }
         let answer = self
             .transport
-            .post_json(&url, &headers, &self.body(request))
+            .post_json(&url, &headers, self.body(request))
             .await?;
         let retries = answer.retries;
         let json = answer.json().await?;
@@ -112,6 +112,10 @@ impl Provider for AnthropicProvider {
 
     fn model(&self) -> &str {
         &self.config.model
+    }
+
+    fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+        Some(self.transport.limiter.stats())
     }
 
     fn complete<'a>(

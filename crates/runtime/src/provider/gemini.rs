@@ -180,7 +180,7 @@ impl GeminiProvider {
         let body = self.body_with(request, functions.as_deref());
         let answer = self
             .transport
-            .post_json(&self.url(), &headers, &body)
+            .post_json(&self.url(), &headers, body)
             .await?;
         let retries = answer.retries;
         let json = answer.json().await?;
@@ -209,6 +209,10 @@ impl Provider for GeminiProvider {
 
     fn model(&self) -> &str {
         &self.config.model
+    }
+
+    fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+        Some(self.transport.limiter.stats())
     }
 
     fn complete<'a>(

@@ -373,7 +373,7 @@ impl OpenAiProvider {
         }
         let answer = self
             .transport
-            .post_json(&url, &headers, &self.body_on(request, rung))
+            .post_json(&url, &headers, self.body_on(request, rung))
             .await?;
         let retries = answer.retries;
         // A server that does not stream answers with one JSON body anyway.
@@ -434,6 +434,10 @@ impl Provider for OpenAiProvider {
 
     fn model(&self) -> &str {
         &self.config.model
+    }
+
+    fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+        Some(self.transport.limiter.stats())
     }
 
     fn complete<'a>(

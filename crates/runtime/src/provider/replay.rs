@@ -225,6 +225,10 @@ impl Provider for RecordingProvider {
         self.inner.model()
     }
 
+    fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+        self.inner.concurrency()
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

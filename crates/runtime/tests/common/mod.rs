@@ -28,7 +28,7 @@ pub fn http_config() -> HttpConfig {
         max_retries: 3,
         backoff_base: Duration::from_millis(5),
         backoff_max: Duration::from_millis(50),
-        concurrency: 8,
+        concurrency: Some(8),
     }
 }
 

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Fan-out at the physical limit (issue #20): a fixed-latency OpenAI-compatible server on
+Node's event loop, the floor being N raw concurrent HTTP calls from a Node client, against
+`parallel for item in items { judge(Context::new(), item) }` run by `sapc run`.
+
+Every row is measured side by side in one run: floor, then sap, on the same server.
+Peak RSS is the sap process's own (wait4); "per call in flight" is the peak RSS above a
+one-item run of the same program, divided by the calls in flight at once (the server's
+own count).
+
+    python3 tools/fanout-bench/run.py [--sapc target/release/sapc] [--rows 200,200:1000,...]
+
+A row is ITEMS or ITEMS:CONCURRENCY. Prints a Markdown table.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+PROGRAM = """\
+enum Verdict { Match, NoMatch }
+
+/// Judge one item.
+fn judge(ctx: Context, item: String) -> Verdict {
+    "Judge whether this item fits."!
+    item!
+}
+
+fn main() {
+    let items: List<String> = []
+    let i = 0
+    while i < ITEMS {
+        items = push(items, "item " + to_string(i))
+        i = i + 1
+    }
+    let verdicts = parallel for item in items {
+        judge(Context::new(), item)
+    }
+    print(to_string(len(verdicts)) + " verdicts")
+}
+"""
+
+DEFAULT_ROWS = "200,200:1000,1000:1000,10000:1000"
+
+
+def server_stats(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats") as r:
+        return json.load(r)
+
+
+def floor(port, n):
+    out = subprocess.run(
+        ["node", os.path.join(HERE, "floor.js"), str(port), str(n)],
+        check=True, capture_output=True, text=True,
+    )
+    return float(out.stdout.strip())
+
+
+def sap(sapc, folder, port, n, concurrency, extra):
+    path = os.path.join(folder, f"fanout_{n}.sap")
+    with open(path, "w") as f:
+        f.write(PROGRAM.replace("ITEMS", str(n)))
+    # Compile once outside the timing (the build cache), as a deployed program would be.
+    base = [sapc, "run", path, "--provider", "openai", "--model", "bench",
+            "--base-url", f"http://127.0.0.1:{port}/v1"] + extra
+    if concurrency:
+        base += ["--concurrency", str(concurrency)]
+    subprocess.run([sapc, "build", path], check=True, capture_output=True)
+    server_stats(port)
+    start = time.perf_counter()
+    proc = subprocess.Popen(base, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - start) * 1000
+    out = proc.stdout.read().decode()
+    err = proc.stderr.read().decode()
+    if status != 0 or f"{n} verdicts" not in out:
+        sys.exit(f"sapc failed on {n} items (status {status}):\n{out}\n{err[-3000:]}")
+    stats = server_stats(port)
+    return wall, usage.ru_maxrss / 1024, stats["peak"], err
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sapc", default=os.path.join(ROOT, "target", "release", "sapc"))
+    ap.add_argument("--rows", default=DEFAULT_ROWS)
+    ap.add_argument("--latency", type=int, default=100)
+    ap.add_argument("--port", type=int, default=8787)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per row; the median is shown")
+    ap.add_argument("--stats", action="store_true", help="print sapc --stats of each run")
+    args = ap.parse_args()
+    server = subprocess.Popen(
+        ["node", os.path.join(HERE, "server.js"), str(args.port), str(args.latency)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "sap.toml"), "w") as f:
+                # The floor does not stream; neither does sap here.
+                f.write("[provider]\nstream = false\n")
+            extra = ["--stats"] if args.stats else []
+            _, base_rss, _, _ = sap(args.sapc, folder, args.port, 1, None, [])
+            print(f"server latency {args.latency} ms; one-item run peak RSS {base_rss:.0f} MB\n")
+            print("| items | flags | floor | sap | sap / floor | peak RSS | in flight | per call in flight |")
+            print("|---|---|---|---|---|---|---|---|")
+            for row in args.rows.split(","):
+                n, _, c = row.partition(":")
+                n, c = int(n), (int(c) if c else None)
+                floors, saps = [], []
+                for _ in range(args.repeat):
+                    floors.append(floor(args.port, n))
+                    saps.append(sap(args.sapc, folder, args.port, n, c, extra))
+                f = sorted(floors)[len(floors) // 2]
+                wall, rss, peak, err = sorted(saps)[len(saps) // 2]
+                per = (rss - base_rss) * 1024 / max(peak, 1)
+                flags = f"`--concurrency {c}`" if c else "none"
+                print(f"| {n:,} | {flags} | {f:,.0f} ms | {wall:,.0f} ms | {wall / f:.2f}× "
+                      f"| {rss:,.0f} MB | {peak:,} | {per:,.0f} KB |", flush=True)
+                if args.stats:
+                    print(err, file=sys.stderr)
+    finally:
+        server.kill()
+
+
+if __name__ == "__main__":
+    main()
