@@ -55,4 +55,6 @@ const server = http.createServer((req, res) => {
 });
 server.keepAliveTimeout = 60000;
 server.maxRequestsPerSocket = 0;
-server.listen(port, "127.0.0.1", () => console.log("ready"));
+// A deep accept queue: ten thousand clients connect at once (the kernel caps it at
+// net.core.somaxconn).
+server.listen({ port, host: "127.0.0.1", backlog: 65535 }, () => console.log("ready"));

@@ -183,7 +183,10 @@ impl HttpTransport {
                         Outcome::Other
                     });
                     let message = describe(&e);
-                    if retries >= self.config.max_retries {
+                    // A request that timed out is tried once more, not `max_retries`
+                    // times: a server that never answers must not hold the run for
+                    // five time-outs.
+                    if retries >= self.config.max_retries || (e.is_timeout() && retries >= 1) {
                         return Err(if e.is_timeout() {
                             ProviderError::Timeout { message, retries }
                         } else {

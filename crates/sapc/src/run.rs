@@ -157,6 +157,20 @@ pub fn transcript_beside(program: &Path) -> PathBuf {
     program.with_extension("transcript.jsonl")
 }
 
+/// Files kept for what is not a model connection (the program's own, MCP servers').
+const OPEN_FILES_SPARE: usize = 64;
+
+/// Raises this process's open-file limit to the most the system allows; how many
+/// connections that leaves for model calls.
+fn open_files_allowance() -> Option<usize> {
+    let limit = rlimit::increase_nofile_limit(u64::MAX).ok()?;
+    Some(
+        usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(OPEN_FILES_SPARE),
+    )
+}
+
 fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String> {
     let kind = match (&args.provider, &args.replay) {
         (Some(kind), _) => kind.clone(),
@@ -167,8 +181,22 @@ fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String
         })?,
     };
     let mut http = HttpConfig::default();
-    if let Some(c) = args.concurrency.or(config.provider.concurrency) {
-        http.concurrency = Some(c.max(1));
+    // Each model call in flight holds a connection, a file: allow as many as the
+    // system lets this process open, and no more calls than that leaves room for.
+    let room = open_files_allowance();
+    match (args.concurrency.or(config.provider.concurrency), room) {
+        (Some(c), Some(room)) if c > room => {
+            eprintln!(
+                "warning: --concurrency {c} needs as many connections, but this process may open only {} files (`ulimit -n`): at most {room} model calls will be in flight",
+                room + OPEN_FILES_SPARE
+            );
+            http.concurrency = Some(room.max(1));
+        }
+        (Some(c), _) => http.concurrency = Some(c.max(1)),
+        (None, Some(room)) if room < runtime::limit::DEFAULT_CAP => {
+            http.concurrency = Some(room.max(1));
+        }
+        (None, _) => {}
     }
     if let Some(t) = config.provider.timeout_seconds {
         http.request_timeout = Duration::from_secs_f64(t.max(0.1));
