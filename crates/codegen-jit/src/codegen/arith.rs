@@ -40,7 +40,7 @@ impl FnCg<'_, '_> {
             | Type::Tool
             | Type::Context => {
                 let d = self.pin(Pin::Binary(BinaryDesc { op, ty: ty.clone() }));
-                let r = self.call(Intr::Binary, &[self.env, d, a, b]).unwrap_or(d);
+                let r = self.call_env(Intr::Binary, &[d, a, b]).unwrap_or(d);
                 self.check_failed(span);
                 r
             }

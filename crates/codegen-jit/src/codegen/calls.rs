@@ -16,18 +16,21 @@ use crate::abi::{
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
-    /// Calls an intrinsic; one given the `Env` sees the iteration count as it is.
+    /// Calls an intrinsic that does not take the `Env`.
     pub(super) fn call(&mut self, which: Intr, args: &[clif::Value]) -> Option<clif::Value> {
-        let with_env = args.first() == Some(&self.env);
-        if with_env {
-            self.save_iterations();
-        }
         let r = self.callees.intrinsic(self.b.func, which);
         let inst = self.b.ins().call(r, args);
-        let result = self.b.inst_results(inst).first().copied();
-        if with_env {
-            self.reload_iterations();
-        }
+        self.b.inst_results(inst).first().copied()
+    }
+
+    /// Calls an intrinsic with the `Env` before `args`; it sees the iteration count as
+    /// it is.
+    pub(super) fn call_env(&mut self, which: Intr, args: &[clif::Value]) -> Option<clif::Value> {
+        self.save_iterations();
+        let mut values = vec![self.env()];
+        values.extend_from_slice(args);
+        let result = self.call(which, &values);
+        self.reload_iterations();
         result
     }
 
@@ -38,10 +41,11 @@ impl FnCg<'_, '_> {
             .iter()
             .position(|w| *w == which)
             .expect("a slow path");
-        let mut values = vec![self.env];
+        let env = self.env();
+        let mut values = vec![env];
         values.extend_from_slice(args);
         while values.len() < 5 {
-            values.push(self.env);
+            values.push(env);
         }
         // These intrinsics neither read nor count iterations: the count stays where it is
         // (a value redefined here would have to be merged at every join).
@@ -111,7 +115,7 @@ impl FnCg<'_, '_> {
             function: self.f.name.clone(),
             span: span_of(span, self.f),
         }));
-        self.call(Intr::Unwind, &[self.env, d]);
+        self.call_env(Intr::Unwind, &[d]);
         let zero = self.iconst(0);
         let failed = self.iconst(1);
         self.b.ins().return_(&[zero, failed]);
@@ -132,7 +136,7 @@ impl FnCg<'_, '_> {
         self.b.switch_to_block(fail);
         self.b.set_cold_block(fail);
         let d = self.pin(Pin::Fail(FailDesc { kind, span }));
-        self.call(Intr::Fail, &[self.env, d, a, b]);
+        self.call_env(Intr::Fail, &[d, a, b]);
         self.unwind(span);
         self.b.switch_to_block(ok);
     }
@@ -141,7 +145,7 @@ impl FnCg<'_, '_> {
     pub(super) fn fail_now(&mut self, kind: FailKind, span: Option<SrcSpan>) {
         let d = self.pin(Pin::Fail(FailDesc { kind, span }));
         let zero = self.iconst(0);
-        self.call(Intr::Fail, &[self.env, d, zero, zero]);
+        self.call_env(Intr::Fail, &[d, zero, zero]);
         self.unwind(span);
     }
 }

@@ -24,7 +24,6 @@ pub(super) struct FnCg<'a, 'b> {
     /// What the program's code points at, shared by all its functions.
     pub(super) pins: &'a mut Vec<Pin>,
     pub(super) callees: Callees<'a>,
-    pub(super) env: clif::Value,
     pub(super) vars: Vec<Variable>,
     /// Values used outside the block that defines them live in variables.
     pub(super) cross: HashMap<u32, Variable>,
@@ -155,7 +154,8 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let index = self.pins.len();
         self.pins.push(pin);
         let flags = MemFlags::trusted().with_readonly();
-        let table = self.b.ins().load(I64, flags, self.env, OFFSET_PINS);
+        let env = self.env();
+        let table = self.b.ins().load(I64, flags, env, OFFSET_PINS);
         let offset = i32::try_from(index * 8).expect("fewer than 2^28 pins in one program");
         self.b.ins().load(I64, flags, table, offset)
     }
@@ -173,7 +173,6 @@ impl<'a, 'b> FnCg<'a, 'b> {
             f,
             pins,
             callees,
-            env: clif::Value::from_u32(0),
             vars: Vec::new(),
             cross: HashMap::new(),
             values: HashMap::new(),
@@ -189,20 +188,24 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
     }
 
+    /// The `Env`, from the pinned register (read where it is used, so that it never has
+    /// to live in another register).
+    pub(super) fn env(&mut self) -> clif::Value {
+        self.b.ins().get_pinned_reg(I64)
+    }
+
     pub(super) fn iconst(&mut self, n: i64) -> clif::Value {
         self.b.ins().iconst(I64, n)
     }
 
     pub(super) fn load_env(&mut self, offset: i32) -> clif::Value {
-        self.b
-            .ins()
-            .load(I64, MemFlags::trusted(), self.env, offset)
+        let env = self.env();
+        self.b.ins().load(I64, MemFlags::trusted(), env, offset)
     }
 
     pub(super) fn store_env(&mut self, value: clif::Value, offset: i32) {
-        self.b
-            .ins()
-            .store(MemFlags::trusted(), value, self.env, offset);
+        let env = self.env();
+        self.b.ins().store(MemFlags::trusted(), value, env, offset);
     }
 
     pub(super) fn value(&mut self, id: u32) -> clif::Value {
@@ -252,9 +255,8 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.append_block_params_for_function_params(entry);
         self.blocks = f.blocks.iter().map(|_| self.b.create_block()).collect();
         self.b.switch_to_block(entry);
-        self.env = self.b.block_params(entry)[0];
-        let depth_left = self.b.block_params(entry)[1];
-        let params: Vec<clif::Value> = self.b.block_params(entry)[2..].to_vec();
+        let depth_left = self.b.block_params(entry)[0];
+        let params: Vec<clif::Value> = self.b.block_params(entry)[1..].to_vec();
         for local in &f.locals {
             let _ = local;
             let var = self.b.declare_var(I64);

@@ -95,7 +95,7 @@ impl FnCg<'_, '_> {
                 }
             }
             Op::Call(callee, args) => {
-                let mut values = vec![self.env, self.deeper];
+                let mut values = vec![self.deeper];
                 for a in args {
                     values.push(self.value(*a));
                 }
@@ -136,9 +136,7 @@ impl FnCg<'_, '_> {
                 let values: Vec<clif::Value> = args.iter().map(|a| self.value(*a)).collect();
                 let array = self.array(&values);
                 self.publish_depth();
-                let r = self
-                    .call(Intr::CallHost, &[self.env, d, array])
-                    .unwrap_or(d);
+                let r = self.call_env(Intr::CallHost, &[d, array]).unwrap_or(d);
                 self.check_failed(span);
                 r
             }
@@ -170,7 +168,7 @@ impl FnCg<'_, '_> {
                 let array = self.array(&values);
                 let d = self.type_arg(elem, span);
                 let n = self.iconst(values.len() as i64);
-                let r = self.call(Intr::List, &[self.env, d, array, n]).unwrap_or(n);
+                let r = self.call_env(Intr::List, &[d, array, n]).unwrap_or(n);
                 self.check_failed(span);
                 r
             }
@@ -185,7 +183,7 @@ impl FnCg<'_, '_> {
                 }));
                 let values: Vec<clif::Value> = fields.iter().map(|v| self.value(*v)).collect();
                 let array = self.array(&values);
-                let r = self.call(Intr::Struct, &[self.env, d, array]).unwrap_or(d);
+                let r = self.call_env(Intr::Struct, &[d, array]).unwrap_or(d);
                 self.check_failed(span);
                 r
             }
@@ -193,7 +191,7 @@ impl FnCg<'_, '_> {
                 let s = self.value(*s);
                 let d = self.type_arg(ty.clone(), span);
                 let i = self.iconst(*i as i64);
-                let r = self.call(Intr::Field, &[self.env, d, s, i]).unwrap_or(i);
+                let r = self.call_env(Intr::Field, &[d, s, i]).unwrap_or(i);
                 self.check_failed(span);
                 r
             }
@@ -246,7 +244,7 @@ impl FnCg<'_, '_> {
                     label: label.clone(),
                 }));
                 let (c, v) = (self.value(*ctx), self.value(*value));
-                self.call(Intr::Inject, &[self.env, d, c, v]);
+                self.call_env(Intr::Inject, &[d, c, v]);
                 self.check_failed(span);
                 return Ok(None);
             }
@@ -269,7 +267,7 @@ impl FnCg<'_, '_> {
                     } => self.value(*s),
                     _ => self.iconst(0),
                 };
-                let r = self.call(Intr::Llm, &[self.env, d, c, extra]).unwrap_or(d);
+                let r = self.call_env(Intr::Llm, &[d, c, extra]).unwrap_or(d);
                 self.check_failed(span);
                 r
             }
@@ -305,9 +303,7 @@ impl FnCg<'_, '_> {
                 let array = self.array(&values);
                 let l = self.value(*list);
                 self.publish_depth();
-                let r = self
-                    .call(Intr::Parallel, &[self.env, d, l, array])
-                    .unwrap_or(d);
+                let r = self.call_env(Intr::Parallel, &[d, l, array]).unwrap_or(d);
                 self.check_failed(span);
                 r
             }

@@ -114,6 +114,11 @@ fn detect_host_isa() -> Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
     flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    // The `Env` lives in a register of its own (r15 on x86-64) for the whole of compiled
+    // code: no call passes it, no function keeps it in a callee-saved register.
+    flags
+        .set("enable_pinned_reg", "true")
+        .map_err(|e| e.to_string())?;
     // The IR verifier checks our code generator; tests (debug builds) keep it, release
     // builds skip its cost at start-up.
     let verify = if cfg!(debug_assertions) {
@@ -174,12 +179,12 @@ pub fn declarations(isa: &dyn TargetIsa, ir: &ir::Module) -> Vec<Declaration> {
             signature: sig,
         });
     }
-    // `fn(env, depth_left, params…) -> (result, failed)`.
+    // `fn(depth_left, params…) -> (result, failed)`, the `Env` in the pinned register.
     for (i, f) in ir.functions.iter().enumerate() {
         out.push(Declaration {
             name: format!("sap_fn_{i}"),
             linkage: Linkage::Local,
-            signature: words(2 + f.params.len(), 2),
+            signature: words(1 + f.params.len(), 2),
         });
     }
     // `fn(env, args: *const i64) -> result`.
@@ -384,13 +389,19 @@ fn trampoline(
     let spent = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
     let none = b.ins().iconst(I64, 0);
     let left = b.ins().select(spent, none, left);
-    let mut call_args = vec![env, left];
+    let mut call_args = vec![left];
     for k in 0..arity {
         call_args.push(b.ins().load(I64, MemFlags::trusted(), args, (k * 8) as i32));
     }
+    // The caller's pinned register is its own (Rust code keeps r15 for itself; compiled
+    // code calling back into the host has its `Env` there): set it for the call, and
+    // give it back.
+    let outer = b.ins().get_pinned_reg(I64);
+    b.ins().set_pinned_reg(env);
     let callee = import(b.func, function);
     let call = b.ins().call(callee, &call_args);
     let result = b.inst_results(call)[0];
+    b.ins().set_pinned_reg(outer);
     b.ins().return_(&[result]);
     b.seal_all_blocks();
     b.finalize(frontend);
