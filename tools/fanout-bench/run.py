@@ -8,9 +8,12 @@ Peak RSS is the sap process's own (wait4); "per call in flight" is the peak RSS 
 one-item run of the same program, divided by the calls in flight at once (the server's
 own count).
 
-    python3 tools/fanout-bench/run.py [--sapc target/release/sapc] [--rows 200,200:1000,...]
+    python3 tools/fanout-bench/run.py [--sapc [LABEL=]PATH ...] [--rows 200,200:1000,...]
 
-A row is ITEMS or ITEMS:CONCURRENCY. Prints a Markdown table.
+A row is ITEMS or ITEMS:CONCURRENCY. Several `--sapc` (say `before=/tmp/sapc-old
+after=target/release/sapc`) are measured side by side, each row against the same floor
+run. Rows above 20,000 items have no floor (the Node client cannot open that many
+sockets at once). Prints a Markdown table.
 """
 
 import argparse
@@ -89,13 +92,18 @@ def sap(sapc, folder, port, n, concurrency, extra):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sapc", default=os.path.join(ROOT, "target", "release", "sapc"))
+    ap.add_argument("--sapc", action="append", default=None,
+                    help="[LABEL=]PATH of a sapc binary (repeatable)")
     ap.add_argument("--rows", default=DEFAULT_ROWS)
     ap.add_argument("--latency", type=int, default=100)
     ap.add_argument("--port", type=int, default=8787)
     ap.add_argument("--repeat", type=int, default=3, help="runs per row; the median is shown")
     ap.add_argument("--stats", action="store_true", help="print sapc --stats of each run")
     args = ap.parse_args()
+    binaries = []
+    for spec in args.sapc or [os.path.join(ROOT, "target", "release", "sapc")]:
+        label, _, path = spec.rpartition("=")
+        binaries.append((label or "sap", os.path.abspath(path)))
     server = subprocess.Popen(
         ["node", os.path.join(HERE, "server.js"), str(args.port), str(args.latency)],
         stdout=subprocess.PIPE, text=True,
@@ -107,25 +115,35 @@ def main():
                 # The floor does not stream; neither does sap here.
                 f.write("[provider]\nstream = false\n")
             extra = ["--stats"] if args.stats else []
-            _, base_rss, _, _ = sap(args.sapc, folder, args.port, 1, None, [])
-            print(f"server latency {args.latency} ms; one-item run peak RSS {base_rss:.0f} MB\n")
-            print("| items | flags | floor | sap | sap / floor | peak RSS | in flight | per call in flight |")
-            print("|---|---|---|---|---|---|---|---|")
+            base_rss = {}
+            for label, path in binaries:
+                _, base_rss[label], _, _ = sap(path, folder, args.port, 1, None, [])
+            print(f"server latency {args.latency} ms; one-item run peak RSS "
+                  + ", ".join(f"{label} {rss:.0f} MB" for label, rss in base_rss.items()) + "\n")
+            print("| items | flags | floor | sapc | wall | / floor | peak RSS | in flight | per call in flight |")
+            print("|---|---|---|---|---|---|---|---|---|")
             for row in args.rows.split(","):
                 n, _, c = row.partition(":")
                 n, c = int(n), (int(c) if c else None)
-                floors, saps = [], []
+                with_floor = n <= 20_000
+                floors = []
+                runs = {label: [] for label, _ in binaries}
                 for _ in range(args.repeat):
-                    floors.append(floor(args.port, n))
-                    saps.append(sap(args.sapc, folder, args.port, n, c, extra))
-                f = sorted(floors)[len(floors) // 2]
-                wall, rss, peak, err = sorted(saps)[len(saps) // 2]
-                per = (rss - base_rss) * 1024 / max(peak, 1)
+                    if with_floor:
+                        floors.append(floor(args.port, n))
+                    for label, path in binaries:
+                        runs[label].append(sap(path, folder, args.port, n, c, extra))
+                f = sorted(floors)[len(floors) // 2] if floors else None
                 flags = f"`--concurrency {c}`" if c else "none"
-                print(f"| {n:,} | {flags} | {f:,.0f} ms | {wall:,.0f} ms | {wall / f:.2f}× "
-                      f"| {rss:,.0f} MB | {peak:,} | {per:,.0f} KB |", flush=True)
-                if args.stats:
-                    print(err, file=sys.stderr)
+                for label, _ in binaries:
+                    wall, rss, peak, err = sorted(runs[label])[len(runs[label]) // 2]
+                    per = (rss - base_rss[label]) * 1024 / max(peak, 1)
+                    ratio = f"{wall / f:.2f}×" if f else "—"
+                    shown_floor = f"{f:,.0f} ms" if f else "—"
+                    print(f"| {n:,} | {flags} | {shown_floor} | {label} | {wall:,.0f} ms | {ratio} "
+                          f"| {rss:,.0f} MB | {peak:,} | {per:,.0f} KB |", flush=True)
+                    if args.stats:
+                        print(err, file=sys.stderr)
     finally:
         server.kill()
 
