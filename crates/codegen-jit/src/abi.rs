@@ -44,6 +44,8 @@ pub trait Program: Sync {
     /// The address of each pin of the program, by index (what `Env::pins` points at).
     fn pins(&self) -> *const usize;
 
+    /// Each element is marked with `origin` (the list's, see `heap::origin`); the
+    /// results come with the first origin any of them had.
     fn run_parallel(
         &self,
         host: &Host,
@@ -51,7 +53,8 @@ pub trait Program: Sync {
         desc: &ParallelDesc,
         captured: &[i64],
         items: &[Value],
-    ) -> Result<Vec<Value>, ExecError>;
+        origin: u32,
+    ) -> Result<(Vec<Value>, u32), ExecError>;
 }
 
 /// What compiled code reads and writes directly, at the `OFFSET_*` offsets, then what

@@ -169,7 +169,9 @@ pub extern "C" fn sap_binary(env: &mut Env<'_>, desc: &BinaryDesc, a: i64, b: i6
         Ok(match desc.op {
             BinOp::Concat => match (&x, &y) {
                 (Value::Str(p), Value::Str(q)) => {
-                    new_obj(Slot::Val(Value::str(&format!("{p}{q}"))))
+                    let joined = new_obj(Slot::Val(Value::str(&format!("{p}{q}"))));
+                    heap::mark(joined, first_origin(&[heap::origin(a), heap::origin(b)]));
+                    joined
                 }
                 _ => 0,
             },
@@ -206,6 +208,20 @@ pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Wo
             return layers.map_err(|e| ExecError::new(e, desc.span));
         }
         let host = env.host;
+        // Provenance (docs/SECURITY.md): what the arguments came from, and the run's
+        // refusal of untrusted data for a `trusted` parameter.
+        let origins: Vec<u32> = if heap::any_marked() {
+            desc.args
+                .iter()
+                .zip(raw)
+                .map(|(t, r)| heap::deep_origin(t, *r))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if desc.builtin.is_none() && origins.iter().any(|&o| o != 0) {
+            check_trusted_args(host, desc, &origins)?;
+        }
         let values: Vec<Value> = desc
             .args
             .iter()
@@ -222,8 +238,56 @@ pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Wo
             Some(b) => host.call_builtin(b, &values, desc.span, &engine)?,
             None => host.call_extern(&desc.name, &values, desc.span, &engine)?,
         };
-        Ok(from_value(&desc.ret, result))
+        let word = from_value(&desc.ret, result);
+        let origin = match (desc.builtin, host.untrusted_result(&desc.name)) {
+            // Declassified.
+            (Some(Builtin::Trust), _) => 0,
+            (Some(Builtin::ReadFile), _) => heap::origin_id("std:read_file"),
+            (None, Some(label)) => heap::origin_id(label),
+            // A builtin's or a host extern's result follows its arguments.
+            _ => first_origin(&origins),
+        };
+        heap::mark_value(&desc.ret, word, origin);
+        Ok(word)
     })
+}
+
+/// The first nonzero origin.
+fn first_origin(origins: &[u32]) -> u32 {
+    origins.iter().copied().find(|&o| o != 0).unwrap_or(0)
+}
+
+/// The run's own check of the checker's E0134: an argument marked as coming from
+/// untrusted data does not reach a `trusted` parameter. Each untrusted argument is
+/// traced with where it came from.
+fn check_trusted_args(host: &Host, desc: &HostCallDesc, origins: &[u32]) -> Result<(), ExecError> {
+    let label = |o: u32| heap::origin_label(o).map_or_else(String::new, |l| l.to_string());
+    let untrusted: serde_json::Map<String, serde_json::Value> = origins
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| **o != 0)
+        .map(|(i, o)| (i.to_string(), serde_json::Value::String(label(*o))))
+        .collect();
+    host.trace(&serde_json::json!({
+        "event": "provenance",
+        "call": desc.name,
+        "untrusted_args": untrusted,
+    }));
+    for (i, name) in host.trusted_params(&desc.name) {
+        if let Some(&o) = origins.get(*i)
+            && o != 0
+        {
+            let callee = desc.name.rsplit("::").next().unwrap_or(&desc.name);
+            return Err(ExecError::new(
+                format!(
+                    "refused: `{callee}({name}:)` is a `trusted` parameter, and this argument came from untrusted data ({})",
+                    label(o)
+                ),
+                desc.span,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `toposort` of a native list, read and answered in place (no runtime values); `None`
@@ -279,20 +343,29 @@ pub extern "C" fn sap_push(env: &mut Env<'_>, desc: &TypeArg, list: i64, item: i
             items.push(item);
             return Ok(list.into_word());
         }
-        let mut items = native_items(&list, &desc.ty);
+        let mut items = native_items(list.word(), &list, &desc.ty);
         items.push(item);
         drop(list);
         Ok(new_obj(Slot::Raw(RawList::from_vec(items, heap))))
     })
 }
 
-/// The elements of a list object as native values of type `elem`, with references of
-/// their own (a copy: the list itself is left as it is).
-fn native_items(list: &Slot, elem: &Type) -> Vec<i64> {
+/// The elements of a list object (`word`) as native values of type `elem`, with
+/// references of their own (a copy: the list itself is left as it is). Elements made
+/// from a host list carry the list's mark.
+fn native_items(word: i64, list: &Slot, elem: &Type) -> Vec<i64> {
     match list {
         Slot::Raw(items) => items.clone().into_vec(),
         Slot::Val(Value::List(values)) => {
-            values.iter().map(|v| from_value(elem, v.clone())).collect()
+            let origin = heap::origin(word);
+            values
+                .iter()
+                .map(|v| {
+                    let item = from_value(elem, v.clone());
+                    heap::mark_value(elem, item, origin);
+                    item
+                })
+                .collect()
         }
         _ => Vec::new(),
     }
@@ -307,7 +380,7 @@ pub extern "C" fn sap_native(env: &mut Env<'_>, desc: &TypeArg, list: i64) -> i6
             Ok(list)
         }
         other => {
-            let items = other.map_or_else(Vec::new, |l| native_items(l, &desc.ty));
+            let items = other.map_or_else(Vec::new, |l| native_items(list, l, &desc.ty));
             Ok(new_obj(Slot::Raw(RawList::from_vec(
                 items,
                 desc.ty.is_heap(),
@@ -354,7 +427,7 @@ pub extern "C" fn sap_set(
             }
             return Ok(list.into_word());
         }
-        let mut items = native_items(&list, &desc.ty);
+        let mut items = native_items(list.word(), &list, &desc.ty);
         let old = std::mem::replace(&mut items[at], item);
         if heap {
             heap::release(old);
@@ -390,19 +463,32 @@ pub extern "C" fn sap_struct(env: &mut Env<'_>, desc: &StructDesc, fields: Words
             .zip(raw)
             .map(|(t, r)| to_value(host, t, *r))
             .collect();
-        Ok(new_obj(Slot::Val(Value::Struct(Arc::new(StructValue {
+        let origin = desc
+            .fields
+            .iter()
+            .zip(raw)
+            .map(|(t, r)| heap::deep_origin(t, *r))
+            .find(|&o| o != 0)
+            .unwrap_or(0);
+        let word = new_obj(Slot::Val(Value::Struct(Arc::new(StructValue {
             ty: s.clone(),
             fields,
-        })))))
+        }))));
+        heap::mark(word, origin);
+        Ok(word)
     })
 }
 
 pub extern "C" fn sap_field(env: &mut Env<'_>, desc: &TypeArg, value: i64, index: i64) -> i64 {
     guard(env, desc.span, |_| match borrow(value) {
-        Some(Slot::Val(Value::Struct(s))) => Ok(from_value(
-            &desc.ty,
-            s.fields.get(index as usize).cloned().unwrap_or(Value::Unit),
-        )),
+        Some(Slot::Val(Value::Struct(s))) => {
+            let field = from_value(
+                &desc.ty,
+                s.fields.get(index as usize).cloned().unwrap_or(Value::Unit),
+            );
+            heap::mark_value(&desc.ty, field, heap::origin(value));
+            Ok(field)
+        }
         _ => Err(ExecError::new("internal: field of a non-struct", desc.span)),
     })
 }
@@ -424,7 +510,11 @@ pub extern "C" fn sap_index(env: &mut Env<'_>, desc: &TypeArg, list: i64, index:
         }
         Some(Slot::Val(Value::List(items))) => {
             match usize::try_from(index).ok().and_then(|i| items.get(i)) {
-                Some(v) => Ok(from_value(&desc.ty, v.clone())),
+                Some(v) => {
+                    let item = from_value(&desc.ty, v.clone());
+                    heap::mark_value(&desc.ty, item, heap::origin(list));
+                    Ok(item)
+                }
                 None => Err(out_of_range(items.len())),
             }
         }
@@ -471,10 +561,13 @@ pub extern "C" fn sap_instruct(ctx: i64, text: i64) {
 pub extern "C" fn sap_inject(env: &mut Env<'_>, desc: &InjectDesc, ctx: i64, value: i64) {
     guard(env, None, |env| {
         if let Some(Slot::Ctx(c)) = borrow(ctx) {
-            c.inject_value(
+            let origin = heap::deep_origin(&desc.ty, value);
+            let untrusted = (origin != 0).then(|| heap::origin_label(origin)).flatten();
+            c.inject_from(
                 to_value(env.host, &desc.ty, value),
                 &desc.function,
                 &desc.label,
+                untrusted.as_deref(),
             );
         }
         Ok(0)
@@ -491,27 +584,43 @@ pub extern "C" fn sap_llm(env: &mut Env<'_>, desc: &LlmDesc, ctx: i64, schema: i
                 None,
             ));
         };
-        Ok(match &desc.kind {
+        let answer = match &desc.kind {
             LlmKind::Produce(ty) => {
                 let schema = (schema != 0).then(|| to_value(host, &Type::Json, schema));
-                from_value(ty, host.produce(desc.site, c, schema.as_ref())?)
+                let answer = from_value(ty, host.produce(desc.site, c, schema.as_ref())?);
+                if !ty.is_heap() {
+                    return Ok(answer);
+                }
+                answer
             }
-            LlmKind::Decide => host.decide(desc.site, c)? as i64,
+            LlmKind::Decide => return Ok(host.decide(desc.site, c)? as i64),
             LlmKind::Fill => new_obj(Slot::Pack(None, Arc::new(host.fill(desc.site, c)?))),
             LlmKind::Choose => {
                 let (arm, args) = host.choose(desc.site, c)?;
                 new_obj(Slot::Pack(Some(arm), Arc::new(args)))
             }
-        })
+        };
+        // An answer given from a context that holds untrusted data is untrusted (a
+        // context can hold some only once something has been marked).
+        if heap::any_marked()
+            && let Some(source) = c.untrusted_source()
+        {
+            heap::mark(answer, heap::origin_id(&source));
+        }
+        Ok(answer)
     })
 }
 
 pub extern "C" fn sap_arg(desc: &TypeArg, pack: i64, i: i64) -> i64 {
     match borrow(pack) {
-        Some(Slot::Pack(_, args)) => from_value(
-            &desc.ty,
-            args.get(i as usize).cloned().unwrap_or(Value::Unit),
-        ),
+        Some(Slot::Pack(_, args)) => {
+            let arg = from_value(
+                &desc.ty,
+                args.get(i as usize).cloned().unwrap_or(Value::Unit),
+            );
+            heap::mark_value(&desc.ty, arg, heap::origin(pack));
+            arg
+        }
         _ => 0,
     }
 }
@@ -537,7 +646,11 @@ pub extern "C" fn sap_parallel(
             Value::List(items) => Arc::unwrap_or_clone(items),
             _ => Vec::new(),
         };
-        let results = program.run_parallel(host, env, desc, &captured, &items)?;
-        Ok(new_obj(Slot::Val(Value::List(Arc::new(results)))))
+        let origin = heap::deep_origin(&Type::List(Box::new(desc.elem.clone())), list);
+        let (results, results_origin) =
+            program.run_parallel(host, env, desc, &captured, &items, origin)?;
+        let word = new_obj(Slot::Val(Value::List(Arc::new(results))));
+        heap::mark(word, results_origin);
+        Ok(word)
     })
 }

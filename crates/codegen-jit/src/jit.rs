@@ -199,8 +199,10 @@ impl Program for JitProgram {
         desc: &ParallelDesc,
         captured: &[i64],
         items: &[Value],
-    ) -> Result<Vec<Value>, ExecError> {
+        origin: u32,
+    ) -> Result<(Vec<Value>, u32), ExecError> {
         let depth = env.depth;
+        let results_origin = std::sync::atomic::AtomicU32::new(0);
         let remaining = env.max_iterations.saturating_sub(env.iterations);
         let used = std::sync::atomic::AtomicU64::new(0);
         let results = runtime::tasks::fan_out(
@@ -212,7 +214,9 @@ impl Program for JitProgram {
                 child.max_iterations = remaining;
                 // The body takes the captures, then the element.
                 let mut args = captured.to_vec();
-                args.push(from_value(&desc.elem, items[i].clone()));
+                let item = from_value(&desc.elem, items[i].clone());
+                heap::mark_value(&desc.elem, item, origin);
+                args.push(item);
                 let raw = self.code.call(desc.body, &mut child, &args);
                 if desc.elem.is_heap() {
                     heap::release(*args.last().expect("the element"));
@@ -223,6 +227,15 @@ impl Program for JitProgram {
                         ExecError::new("a parallel iteration failed", desc.span)
                     }))
                 } else {
+                    let o = heap::deep_origin(&desc.result, raw);
+                    if o != 0 {
+                        let _ = results_origin.compare_exchange(
+                            0,
+                            o,
+                            std::sync::atomic::Ordering::Relaxed,
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                    }
                     let v = to_value(host, &desc.result, raw);
                     if desc.result.is_heap() {
                         heap::release(raw);
@@ -233,6 +246,6 @@ impl Program for JitProgram {
             Result::is_err,
         );
         env.iterations = env.iterations.saturating_add(used.into_inner());
-        collect_iterations(results)
+        Ok((collect_iterations(results)?, results_origin.into_inner()))
     }
 }

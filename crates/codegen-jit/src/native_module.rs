@@ -33,7 +33,7 @@ use crate::codegen::{CompiledFunction, Layout, NativeProgram};
 const MAGIC: &[u8; 8] = b"SAPNATV1";
 
 /// The version of this layout; a file of another version is not read.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 
 /// What a native module file holds besides the code.
 pub struct NativeModule {

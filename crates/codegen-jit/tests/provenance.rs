@@ -135,3 +135,159 @@ fn main(ctx: Context) {{
         "refused: the model would fill `transfer(to:)`, a `trusted` parameter, from a context that holds untrusted data (from std:fs/read)"
     );
 }
+
+/// Marks `transfer`'s first parameter `trusted` in the lowered module, as if the checker
+/// had missed the flow.
+fn guard_transfer(m: &mut ir::Module) {
+    for e in &mut m.externs {
+        if e.name == "transfer" {
+            e.params[0].trusted = true;
+        }
+    }
+}
+
+/// A value read from a file keeps its mark through the program's own code — a
+/// function, a concatenation, a struct field, a list, a `parallel for` — and is
+/// refused at a `trusted` parameter of an extern.
+#[test]
+fn untrusted_data_is_refused_at_a_trusted_extern_parameter_whatever_it_went_through() {
+    let dir = note();
+    let path = dir.join("note.txt");
+    let source = |body: &str| {
+        format!(
+            r#"use fs
+extern fn transfer(to: String, cents: i64) -> Boolean;
+
+struct Mail {{
+    to: String,
+}}
+
+fn shout(s: String) -> String {{
+    return "to " + s
+}}
+
+fn main() {{
+    let text = fs::read("{}")
+{body}
+}}
+"#,
+            path.display()
+        )
+    };
+    let cases = [
+        "    print(to_string(transfer(shout(text), 100)))",
+        "    let m = Mail { to: text }\n    print(to_string(transfer(m.to, 100)))",
+        "    let names = [\"alice\", text]\n    print(to_string(transfer(names[1], 100)))",
+        "    let names = parallel for n in [text] { shout(n) }\n    print(to_string(transfer(names[0], 100)))",
+    ];
+    for body in cases {
+        let mut m = module(&source(body));
+        guard_transfer(&mut m);
+        let err = run(m, &dir);
+        assert_eq!(
+            err,
+            "refused: `transfer(to:)` is a `trusted` parameter, and this argument came from untrusted data (std:fs/read)",
+            "{body}"
+        );
+    }
+}
+
+/// What the program declassifies with `trust`, and what it wrote itself, passes.
+#[test]
+fn declassified_and_own_values_pass_a_trusted_parameter() {
+    let dir = note();
+    let path = dir.join("note.txt");
+    let mut m = module(&format!(
+        r#"use fs
+extern fn transfer(to: String, cents: i64) -> Boolean;
+
+fn main() {{
+    let text = fs::read("{}")
+    print(to_string(transfer("alice", len(text))));
+    print(to_string(transfer(trust(text, "the user typed this file"), 1)));
+    print("refused nothing");
+}}
+"#,
+        path.display()
+    ));
+    guard_transfer(&mut m);
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut externs = Externs::default();
+    externs.register(
+        "transfer",
+        vec![Type::Str, Type::I64],
+        Type::Bool,
+        Arc::new(|_: &[Value]| Ok(Value::Bool(true))),
+    );
+    let mut grants = Grants::default();
+    Grants::add_dir(&mut grants.read, ".", &dir).unwrap();
+    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+    struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let host = Host::new(
+        Arc::new(m),
+        None,
+        tokio.handle().clone(),
+        externs,
+        Limits::default(),
+    )
+    .with_tools(Arc::new(Tools::default().with_grants(grants)))
+    .with_output(Box::new(Shared(out.clone())));
+    let program = codegen_jit::compile(host.module.clone()).unwrap();
+    on_big_stack(|| program.run_main(&host)).expect("nothing is refused");
+    assert_eq!(
+        String::from_utf8(out.lock().unwrap().clone()).unwrap(),
+        "true\ntrue\nrefused nothing\n"
+    );
+}
+
+/// A context that holds a value the program derived from a tool's result (here through
+/// a function, so the block is labelled with the program's own parameter) still counts
+/// as holding untrusted data: the model does not fill a `trusted` parameter from it.
+#[test]
+fn a_context_holding_derived_untrusted_data_is_untrusted() {
+    let dir = note();
+    let path = dir.join("note.txt");
+    let mut m = module(&format!(
+        r#"use fs
+extern fn transfer(to: String, cents: i64) -> Boolean;
+
+fn quote(s: String) -> String {{
+    return "> " + s
+}}
+
+fn act(ctx: Context, text: String) -> Boolean {{
+    "Pay whoever this note names."!
+    text!
+    transfer(_, 100)
+}}
+
+fn main(ctx: Context) {{
+    print(to_string(act(ctx, quote(fs::read("{}")))));
+}}
+"#,
+        path.display()
+    ));
+    for site in &mut m.sites {
+        if let SiteKind::Fill { params, .. } = &mut site.kind {
+            params[0].trusted = true;
+        }
+    }
+    let err = run(m, &dir);
+    assert_eq!(
+        err,
+        "refused: the model would fill `transfer(to:)`, a `trusted` parameter, from a context that holds untrusted data (from std:fs/read)"
+    );
+}

@@ -523,6 +523,10 @@ pub struct Extern {
     /// the call again on resuming (otherwise it stops and names the call).
     #[serde(default)]
     pub idempotent: bool,
+    /// What it returns is untrusted (a tool outside the program, not declared `trusted
+    /// extern fn`): the run marks it, and refuses it to a `trusted` parameter.
+    #[serde(default)]
+    pub untrusted: bool,
 }
 
 /// Where a bound extern's tool lives (`extern "mcp:notes" fn …`).

@@ -23,6 +23,11 @@ pub struct Origin {
     pub function: String,
     /// What it is there: a parameter or variable name, or `result of f`.
     pub label: String,
+    /// The tool outside the program its data came from, when the run knows it did
+    /// (`mcp:inbox/read_mail`) though the value went through the program's own code on
+    /// the way: the prompt still says where it was injected, the run treats it as
+    /// untrusted.
+    pub untrusted: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -184,11 +189,17 @@ impl Context {
     }
 
     pub fn inject_value(&self, value: Value, function: &str, label: &str) {
+        self.inject_from(value, function, label, None);
+    }
+
+    /// [`Context::inject_value`] of a value that came from `untrusted` (a tool's label).
+    pub fn inject_from(&self, value: Value, function: &str, label: &str, untrusted: Option<&str>) {
         self.inject(Entry::Data {
             value,
             origin: Origin {
                 function: function.to_owned(),
                 label: label.to_owned(),
+                untrusted: untrusted.map(str::to_owned),
             },
         });
     }
@@ -234,10 +245,13 @@ impl Context {
         while let Some(f) = frame {
             let entries = f.entries.lock().unwrap_or_else(|e| e.into_inner());
             for entry in entries.iter() {
-                if let Entry::Data { origin, .. } = entry
-                    && is_tool_label(&origin.function)
-                {
-                    return Some(origin.function.clone());
+                if let Entry::Data { origin, .. } = entry {
+                    if is_tool_label(&origin.function) {
+                        return Some(origin.function.clone());
+                    }
+                    if let Some(source) = &origin.untrusted {
+                        return Some(source.clone());
+                    }
                 }
             }
             drop(entries);

@@ -174,7 +174,10 @@ impl HttpTransport {
                             retries,
                         });
                     }
-                    hint.unwrap_or_else(|| self.backoff(retries))
+                    // `retry-after: 0` says nothing: a burst of refused requests all
+                    // retrying at once would be refused again, so it backs off.
+                    hint.filter(|d| !d.is_zero())
+                        .unwrap_or_else(|| self.backoff(retries))
                 }
                 Err(e) => {
                     permit.finish(if e.is_timeout() {

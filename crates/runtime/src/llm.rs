@@ -25,6 +25,9 @@ pub struct LlmRequest {
     /// Where the call stands in the program's order (see `order`): not sent to the
     /// model; transcripts are written in this order.
     pub order: crate::order::Position,
+    /// The untrusted source the context holds data from, for the trace (known when
+    /// tracing): not sent, not part of the request's identity.
+    pub untrusted: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -241,6 +244,7 @@ mod tests {
             ],
             max_tokens: 256,
             order,
+            untrusted: None,
         }
     }
 

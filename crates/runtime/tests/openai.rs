@@ -604,6 +604,7 @@ async fn a_local_server_gets_the_output_budget_and_its_own_schema_dialect() {
         corrections: vec![],
         max_tokens: 300,
         order: Default::default(),
+        untrusted: None,
     };
     assert!(budgeted.body(&request).get("max_tokens").is_none());
 }

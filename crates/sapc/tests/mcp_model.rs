@@ -305,3 +305,67 @@ fn main(ctx: Context) {
         "{prompt}"
     );
 }
+
+/// The trace shows where values came from: a model call whose context holds a tool's
+/// result — even one the program passed through its own function first — names the
+/// tool, and a call that receives such a value lists its untrusted arguments.
+#[test]
+fn the_trace_shows_each_untrusted_values_provenance() {
+    let p = Project::new("provenance-trace", &py_toml(""));
+    p.write(
+        "main.sap",
+        r#"extern "mcp:py" fn shout(text: String) -> String;
+
+fn quote(s: String) -> String {
+    return "> " + s
+}
+
+fn summarize(ctx: Context, text: String) -> String {
+    "Summarize this."!
+    text!
+}
+
+fn main() {
+    let loud = quote(shout("hello"))
+    print(shout(loud))
+    print(summarize(Context::new(), loud))
+}
+"#,
+    );
+    let (_rt, model) = scripted_model(vec![serde_json::json!({ "value": "a greeting" })]);
+    let run = Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .current_dir(&p.dir)
+        .args([
+            "run",
+            "main.sap",
+            "--provider",
+            "openai",
+            "--model",
+            "scripted",
+            "--trace",
+            "t.jsonl",
+        ])
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
+        .env_remove("OPENAI_API_KEY")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    ok(&run);
+    assert_eq!(stdout(&run), "> HELLO\na greeting\n");
+    let lines: Vec<serde_json::Value> = p
+        .read("t.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let provenance = lines
+        .iter()
+        .find(|l| l["event"] == "provenance")
+        .expect("a provenance line");
+    assert_eq!(provenance["call"], "py::shout");
+    assert_eq!(provenance["untrusted_args"]["0"], "mcp:py/shout");
+    let call = lines
+        .iter()
+        .find(|l| l["kind"] == "produce")
+        .expect("the model call's line");
+    assert_eq!(call["untrusted_context"], "mcp:py/shout");
+}

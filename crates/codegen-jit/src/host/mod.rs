@@ -124,6 +124,11 @@ pub struct Host {
     journal: Option<Arc<Journal>>,
     /// Each declared extern's result type, and whether it is `idempotent`.
     declared: HashMap<String, (TypeDesc, bool)>,
+    /// Provenance at run time (docs/SECURITY.md): the label each untrusted extern's
+    /// results are marked with, and the `trusted` parameters of each extern that has
+    /// some (index, name).
+    untrusted_results: HashMap<String, String>,
+    trusted_params: HashMap<String, Vec<(usize, String)>>,
     /// Running a test (`sapc test`): the scripted answers its `given`s handed over, and
     /// the outcome of every decision.
     testing: bool,
@@ -160,6 +165,26 @@ impl Host {
             .iter()
             .map(|e| (e.name.clone(), (desc_of(&types, &e.ret), e.idempotent)))
             .collect();
+        let untrusted_results = module
+            .externs
+            .iter()
+            .filter(|e| e.untrusted)
+            .filter_map(|e| Some((e.name.clone(), e.binding.as_ref()?.origin())))
+            .collect();
+        let trusted_params = module
+            .externs
+            .iter()
+            .filter_map(|e| {
+                let trusted: Vec<(usize, String)> = e
+                    .params
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.trusted)
+                    .map(|(i, p)| (i, p.name.clone()))
+                    .collect();
+                (!trusted.is_empty()).then(|| (e.name.clone(), trusted))
+            })
+            .collect();
         Host {
             module,
             tools: Arc::new(Tools::default()),
@@ -175,6 +200,8 @@ impl Host {
             lines: Vec::new(),
             journal: None,
             declared,
+            untrusted_results,
+            trusted_params,
             testing: false,
             script: Mutex::default(),
             coverage: Mutex::default(),
@@ -224,6 +251,21 @@ impl Host {
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Host {
         self.journal = Some(journal);
         self
+    }
+
+    /// The label an extern's results carry when they are untrusted (`mcp:inbox/read_mail`).
+    pub fn untrusted_result(&self, name: &str) -> Option<&str> {
+        self.untrusted_results.get(name).map(String::as_str)
+    }
+
+    /// The `trusted` parameters of extern `name`, by index, with their names.
+    pub fn trusted_params(&self, name: &str) -> &[(usize, String)] {
+        self.trusted_params.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Records a line in the trace (when there is one).
+    pub fn trace(&self, event: &serde_json::Value) {
+        self.tools.record(event);
     }
 
     pub fn journal(&self) -> Option<&Arc<Journal>> {

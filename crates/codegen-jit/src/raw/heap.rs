@@ -76,6 +76,11 @@ impl Slot {
     }
 }
 
+const _: () = assert!(
+    std::mem::size_of::<Object>() == 64,
+    "an object is one cache line"
+);
+
 /// A reference-counted heap object: the count, then the slot. Aligned to a cache line
 /// so that the parts compiled code reads (count, tag, buffer, length, capacity) share
 /// one line: with 48-byte objects packed back to back, every other object straddled two
@@ -84,6 +89,94 @@ impl Slot {
 pub struct Object {
     count: AtomicUsize,
     slot: Slot,
+    /// Where the value came from when that is untrusted data: an index into
+    /// [`ORIGINS`], or 0 (see [`origin`]). In the cache line's padding.
+    origin: std::sync::atomic::AtomicU32,
+}
+
+/// The untrusted sources seen in this process, by origin index less one (`mcp:inbox/
+/// read_mail`, `std:fs/read`, …).
+static ORIGINS: std::sync::Mutex<Vec<std::sync::Arc<str>>> = std::sync::Mutex::new(Vec::new());
+/// Whether any object has been marked: until then nothing looks at origins, so a
+/// program that reads no untrusted data pays nothing for them.
+static MARKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The origin index of the untrusted source `label`.
+pub fn origin_id(label: &str) -> u32 {
+    let mut origins = ORIGINS.lock().unwrap_or_else(|e| e.into_inner());
+    let at = match origins.iter().position(|o| &**o == label) {
+        Some(at) => at,
+        None => {
+            origins.push(label.into());
+            origins.len() - 1
+        }
+    };
+    u32::try_from(at + 1).unwrap_or(u32::MAX)
+}
+
+/// The label of origin index `id` (not 0).
+pub fn origin_label(id: u32) -> Option<std::sync::Arc<str>> {
+    let origins = ORIGINS.lock().unwrap_or_else(|e| e.into_inner());
+    origins
+        .get(usize::try_from(id).ok()?.checked_sub(1)?)
+        .cloned()
+}
+
+/// Whether anything has been marked in this process.
+pub fn any_marked() -> bool {
+    MARKED.load(Ordering::Relaxed)
+}
+
+/// The origin index of the object `word` (0: trusted, or not an object).
+pub fn origin(word: i64) -> u32 {
+    if !MARKED.load(Ordering::Relaxed) {
+        return 0;
+    }
+    // SAFETY: by the contract, a nonzero object word points to a live `Object`.
+    NonNull::new(word as *mut Object).map_or(0, |p| unsafe {
+        (*p.as_ptr()).origin.load(Ordering::Relaxed)
+    })
+}
+
+/// Marks `word`, a value of type `ty`, as coming from origin `id` when it is an object
+/// (a number or a flag cannot carry a mark).
+pub fn mark_value(ty: &Type, word: i64, id: u32) {
+    if ty.is_heap() {
+        mark(word, id);
+    }
+}
+
+/// Marks the object `word` as coming from origin `id` (0 leaves it as it is).
+pub fn mark(word: i64, id: u32) {
+    if id == 0 {
+        return;
+    }
+    if let Some(p) = NonNull::new(word as *mut Object) {
+        MARKED.store(true, Ordering::Relaxed);
+        // SAFETY: as in `origin`.
+        unsafe { (*p.as_ptr()).origin.store(id, Ordering::Relaxed) };
+    }
+}
+
+/// The origin of a value of type `ty` held in `word`, looking inside native lists
+/// (whose elements compiled code appends without touching the list's own mark).
+pub fn deep_origin(ty: &Type, word: i64) -> u32 {
+    if !MARKED.load(Ordering::Relaxed) || !ty.is_heap() {
+        return 0;
+    }
+    let own = origin(word);
+    if own != 0 {
+        return own;
+    }
+    match (ty, borrow(word)) {
+        (Type::List(elem), Some(Slot::Raw(items))) if elem.is_heap() => items
+            .as_slice()
+            .iter()
+            .map(|&w| deep_origin(elem, w))
+            .find(|&o| o != 0)
+            .unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Where compiled code finds the parts of an object, relative to its word.
@@ -120,6 +213,7 @@ impl ObjRef {
         let object = Box::new(Object {
             count: AtomicUsize::new(1),
             slot,
+            origin: std::sync::atomic::AtomicU32::new(0),
         });
         ObjRef(NonNull::from(Box::leak(object)))
     }

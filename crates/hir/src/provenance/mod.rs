@@ -154,8 +154,10 @@ pub fn has_sources_and_sinks(db: &dyn Db, workspace: Workspace) -> bool {
 /// What an extern does with trust: a bound tool's result is a source (unless declared
 /// `trusted extern fn`); a host extern's result follows its arguments; its `trusted`
 /// parameters are sinks.
-fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
-    let mut s = Summary::default();
+/// Whether what an extern returns is untrusted: a tool outside the program (an MCP
+/// server's, or a standard tool that reads the world), unless declared `trusted extern
+/// fn`. The checker's sources, and the ones the run marks.
+pub fn returns_untrusted(sig: &Signature<'_>) -> bool {
     let source = match &sig.binding {
         Some(ExternBinding::Mcp { .. }) => true,
         Some(ExternBinding::Std { module, tool }) => matches!(
@@ -164,9 +166,14 @@ fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
         ),
         None => false,
     };
+    source && !sig.trusted
+}
+
+fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
+    let mut s = Summary::default();
     if sig.trusted {
         // Declared trusted: what it returns is the program's own.
-    } else if source {
+    } else if returns_untrusted(sig) {
         s.ret_source = Some(Vec::new());
     } else {
         for i in 0..sig.params.len() {

@@ -159,6 +159,7 @@ impl<'db> ModuleLower<'db> {
                             doc: sig.doc.clone(),
                             binding,
                             idempotent: sig.idempotent,
+                            untrusted: hir::provenance::returns_untrusted(sig),
                         });
                     }
                     ItemKind::Test if self.for_tests && Some(file) == program_file => {

@@ -564,18 +564,10 @@ impl Runtime {
             Ok(v) => (v, JsonValue::Null),
             Err(e) => (JsonValue::Null, JsonValue::String(e.to_owned())),
         };
-        // The provenance of the answer: untrusted when the context held a tool's
-        // result (its first such label).
-        let untrusted = ["<data from=\"mcp:", "<data from=\"std:"]
-            .iter()
-            .filter_map(|m| request.context.find(m))
-            .min()
-            .and_then(|at| {
-                let label = &request.context[at + "<data from=\"".len()..];
-                label.split('"').next().map(str::to_owned)
-            });
+        // The provenance of the answer: untrusted when the context held data from a
+        // tool (its first such source), directly or through the program's code.
         trace.record(&json!({
-            "untrusted_context": untrusted,
+            "untrusted_context": request.untrusted,
             "path": site.path,
             "site": {
                 "function": site.function,

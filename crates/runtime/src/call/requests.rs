@@ -225,6 +225,12 @@ impl Runtime {
             schema: schema.clone(),
             corrections: Vec::new(),
             order: crate::order::next_call(),
+            // Walking the context costs; only the trace needs it.
+            untrusted: self
+                .trace
+                .is_some()
+                .then(|| ctx.untrusted_source())
+                .flatten(),
         };
         (
             request,
