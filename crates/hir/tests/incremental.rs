@@ -100,3 +100,38 @@ fn diagnostics_follow_moved_code() {
     let after = hir::check_file(&db, file)[0].span;
     assert_eq!(after.start, before.start + 2);
 }
+
+/// The provenance analysis is one salsa query per function: editing one body analyses
+/// that function again, and the others only if their summaries could change.
+#[test]
+fn editing_one_body_reanalyses_only_that_function_for_provenance() {
+    let program = |edited: &str| {
+        let mut text = String::from(
+            "extern \"mcp:web\" fn fetch(url: String) -> String;\nextern fn pay(trusted to: String) -> Boolean;\n\n",
+        );
+        for i in 0..50 {
+            let body = if i == 25 {
+                edited.to_owned()
+            } else {
+                format!("\"f{i}\" + s")
+            };
+            text.push_str(&format!(
+                "fn f{i}(s: String) -> String {{\n    return {body}\n}}\n\n"
+            ));
+        }
+        text.push_str("fn main() {\n    print(f25(fetch(\"u\")))\n    print(to_string(pay(f3(\"alice\"))))\n}\n");
+        text
+    };
+    let mut db = hir::Database::with_execution_log();
+    let file = db.add_file("flows.sap", program("\"a\" + s"));
+    assert!(hir::check_file(&db, file).is_empty());
+    let first = db.take_executed();
+    assert!(count(&first, "fn_analysis") >= 51, "{first:#?}");
+
+    db.set_text(file, program("\"b\" + s + \"c\""));
+    assert!(hir::check_file(&db, file).is_empty());
+    let executed = db.take_executed();
+    // The edited function, and nothing else: its summary did not change, so `main`
+    // (its caller) is not analysed again.
+    assert_eq!(count(&executed, "fn_analysis"), 1, "{executed:#?}");
+}

@@ -23,7 +23,8 @@ struct Analyzer<'db> {
     item: Item<'db>,
     name: &'db str,
     file: SourceFile,
-    base: u32,
+    /// The function's name, for the steps its analysis records.
+    item_name: std::sync::Arc<str>,
     body: &'db BodyResult<'db>,
     locals: Vec<Taint>,
     /// The context the function's injections go to and its model calls see.
@@ -53,7 +54,7 @@ pub(super) fn analyze<'db>(db: &'db dyn Db, item: Item<'db>) -> (Summary, Vec<Hi
         item,
         name: item.name(db),
         file: item.file(db),
-        base: item.offset(db),
+        item_name: item.name(db).as_str().into(),
         body,
         locals: vec![Taint::default(); body.locals.len()],
         ctx: sig.context_param.map(|i| LocalId(i as u32)),
@@ -109,7 +110,8 @@ impl<'db> Analyzer<'db> {
         Step {
             what: what.into(),
             file: self.file,
-            offset: self.base + span.start,
+            item: self.item_name.clone(),
+            offset: span.start,
         }
     }
 
@@ -594,12 +596,13 @@ impl<'db> Analyzer<'db> {
     ) -> Vec<(usize, Item<'db>, Span, String)> {
         let mut found = Vec::new();
         for (i, a) in args.enumerate() {
-            let refs: Vec<&Expr> = match &a.kind {
-                ExprKind::List(items) => items.iter().collect(),
-                _ => vec![a],
+            let refs: &[Expr] = match &a.kind {
+                ExprKind::List(items) => items,
+                _ => std::slice::from_ref(a),
             };
             for r in refs {
-                if let Some(Resolution::Item(g)) = self.body.resolutions.get(r.id)
+                if matches!(r.kind, ExprKind::Path(_))
+                    && let Some(Resolution::Item(g)) = self.body.resolutions.get(r.id)
                     && let Some(sink) = self.tool_sink(*g)
                 {
                     self.handed.insert(r.id);

@@ -41,11 +41,14 @@ use crate::items::{Item, ItemKind, SourceFile, Workspace, file_items, program_fi
 use analyze::analyze;
 pub use taint::Params;
 
-/// One step of the way an untrusted value went: what happened, and where.
+/// One step of the way an untrusted value went: what happened, and where — in which
+/// function, at which offset in it. Offsets are the function's own, so code moving
+/// around it changes no summary and analyses nothing again.
 #[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
 pub struct Step {
     pub what: Cow<'static, str>,
     pub file: SourceFile,
+    pub item: std::sync::Arc<str>,
     pub offset: u32,
 }
 
@@ -196,14 +199,14 @@ fn extern_summary(sig: &Signature<'_>, name: &str) -> Summary {
 fn show_path(db: &dyn Db, home: SourceFile, path: &[Step]) -> String {
     let mut shortest: Vec<&Step> = Vec::new();
     for step in path {
-        let same =
-            |s: &&Step| s.file == step.file && s.offset == step.offset && s.what == step.what;
+        let same = |s: &&Step| *s == step;
         match shortest.iter().position(same) {
             Some(at) => shortest.truncate(at + 1),
             None => shortest.push(step),
         }
     }
     let mut indexes: HashMap<SourceFile, LineIndex> = HashMap::new();
+    let mut bases: HashMap<(SourceFile, &str), u32> = HashMap::new();
     let parts: Vec<String> = shortest
         .iter()
         .map(|s| {
@@ -211,7 +214,20 @@ fn show_path(db: &dyn Db, home: SourceFile, path: &[Step]) -> String {
             let index = indexes
                 .entry(s.file)
                 .or_insert_with(|| LineIndex::new(text));
-            let line = index.line_col(text, s.offset).line + 1;
+            // Where the step's function starts in its file.
+            let base = *bases.entry((s.file, &*s.item)).or_insert_with(|| {
+                file_items(db, s.file)
+                    .items
+                    .iter()
+                    .find(|i| {
+                        matches!(
+                            i.kind(db),
+                            ItemKind::Fn | ItemKind::ExternFn | ItemKind::Test
+                        ) && i.name(db).as_str() == &*s.item
+                    })
+                    .map_or(0, |i| i.offset(db))
+            });
+            let line = index.line_col(text, base + s.offset).line + 1;
             if s.file == home {
                 format!("{} (line {line})", s.what)
             } else {
