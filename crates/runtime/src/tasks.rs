@@ -46,8 +46,10 @@ use crate::{context, order};
 /// `--max-depth` recursion fits. Only the pages a task touches are committed.
 const TASK_STACK: usize = 64 << 20;
 
-/// The stack of each worker thread (it only switches between tasks).
-const WORKER_STACK: usize = 2 << 20;
+/// The stack of each worker thread: it switches between tasks and polls their futures,
+/// and runs an iteration itself when no stack could be reserved for it, so it is as
+/// big as a task's (reserved, not committed).
+const WORKER_STACK: usize = TASK_STACK;
 
 thread_local! {
     /// The task this thread is running now, if any.
