@@ -131,6 +131,9 @@ impl HttpTransport {
         headers: &[(&str, String)],
         body: JsonValue,
     ) -> Result<Answer, ProviderError> {
+        // A streamed answer's headers come when it starts: their time is the server's
+        // queue, which the limit watches.
+        let streamed = body.get("stream").and_then(JsonValue::as_bool) == Some(true);
         let body = bytes::Bytes::from(body.to_string());
         let mut retries = 0;
         loop {
@@ -147,7 +150,10 @@ impl HttpTransport {
             }
             let wait = match request.send().await {
                 Ok(response) if response.status().is_success() => {
-                    permit.finish(Outcome::Answered(sent.elapsed()));
+                    permit.finish(Outcome::Answered {
+                        latency: sent.elapsed(),
+                        first_byte: streamed,
+                    });
                     return Ok(Answer { response, retries });
                 }
                 Ok(response) => {

@@ -8,9 +8,11 @@
 //!   doubling per round trip) until the first back-off, then one per round trip; never
 //!   above the cap ([`DEFAULT_CAP`] unless set).
 //! - **Back off**: a 429 or 503 (rate limited, overloaded), or a request that timed out,
-//!   halves the limit; latency rising to three times the fastest seen cuts it by a tenth.
-//!   At most one cut per round trip, so a burst of refusals to requests already in
-//!   flight counts once.
+//!   halves the limit; the time to the first byte of streamed answers rising to three
+//!   times the fastest seen cuts it by a tenth. (That time is the server's queue and the
+//!   prompt; a whole answer's time depends on its length, so answers that are not
+//!   streamed say nothing about queueing.) At most one cut per round trip, so a burst of
+//!   refusals to requests already in flight counts once.
 //!
 //! The limit is a semaphore whose permits grow by adding permits and shrink by
 //! forgetting returned ones (a debt), so waiting requests queue in order and a release
@@ -34,8 +36,9 @@ const LATENCY_SAMPLES: u64 = 8;
 /// How a request ended, for the limit.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Outcome {
-    /// Answered, after this long.
-    Answered(Duration),
+    /// Answered, after this long; `first_byte`: the time is the start of a streamed
+    /// answer (a sign of the server's queue), not a whole answer's.
+    Answered { latency: Duration, first_byte: bool },
     /// Refused for load (429, 503) or timed out: back off.
     Overloaded,
     /// Ended otherwise (a 4xx, a broken connection): says nothing about load.
@@ -64,10 +67,13 @@ struct State {
     /// Permits to forget as they come back (the limit was cut below what is out).
     debt: usize,
     slow_start: bool,
-    fastest: Option<Duration>,
-    /// Exponentially smoothed latency, seconds.
+    /// Exponentially smoothed latency of every answer, seconds: the round trip.
     smoothed: f64,
     samples: u64,
+    /// The same for the first bytes of streamed answers, with the fastest seen.
+    fastest_first_byte: Option<Duration>,
+    smoothed_first_byte: f64,
+    first_byte_samples: u64,
     last_cut: Option<Instant>,
     in_flight: usize,
     peak: usize,
@@ -103,9 +109,11 @@ impl Limiter {
                 target: start as f64,
                 debt: 0,
                 slow_start: true,
-                fastest: None,
                 smoothed: 0.0,
                 samples: 0,
+                fastest_first_byte: None,
+                smoothed_first_byte: 0.0,
+                first_byte_samples: 0,
                 last_cut: None,
                 in_flight: 0,
                 peak: 0,
@@ -155,18 +163,24 @@ impl Limiter {
             .last_cut
             .is_none_or(|t| now.duration_since(t) >= round_trip);
         match outcome {
-            Outcome::Answered(latency) => {
+            Outcome::Answered {
+                latency,
+                first_byte,
+            } => {
                 let secs = latency.as_secs_f64();
-                s.fastest = Some(s.fastest.map_or(latency, |f| f.min(latency)));
-                s.smoothed = if s.samples == 0 {
-                    secs
-                } else {
-                    0.8 * s.smoothed + 0.2 * secs
-                };
+                s.smoothed = smooth(s.smoothed, s.samples, secs);
                 s.samples += 1;
-                let fastest = s.fastest.map_or(0.0, |f| f.as_secs_f64());
-                let queueing =
-                    s.samples >= LATENCY_SAMPLES && s.smoothed > RISING * fastest + 0.005;
+                let mut queueing = false;
+                if first_byte {
+                    s.fastest_first_byte =
+                        Some(s.fastest_first_byte.map_or(latency, |f| f.min(latency)));
+                    s.smoothed_first_byte =
+                        smooth(s.smoothed_first_byte, s.first_byte_samples, secs);
+                    s.first_byte_samples += 1;
+                    let fastest = s.fastest_first_byte.map_or(0.0, |f| f.as_secs_f64());
+                    queueing = s.first_byte_samples >= LATENCY_SAMPLES
+                        && s.smoothed_first_byte > RISING * fastest + 0.005;
+                }
                 if queueing {
                     if may_cut {
                         self.cut(&mut s, 0.9, now);
@@ -219,6 +233,15 @@ impl Limiter {
     }
 }
 
+/// An exponentially smoothed mean, `n` samples in.
+fn smooth(mean: f64, n: u64, sample: f64) -> f64 {
+    if n == 0 {
+        sample
+    } else {
+        0.8 * mean + 0.2 * sample
+    }
+}
+
 impl Permit<'_> {
     pub fn finish(mut self, outcome: Outcome) {
         let permit = self.permit.take();
@@ -243,7 +266,10 @@ mod tests {
             .build()
             .unwrap();
         let p = rt.block_on(l.acquire());
-        p.finish(Outcome::Answered(Duration::from_millis(ms)));
+        p.finish(Outcome::Answered {
+            latency: Duration::from_millis(ms),
+            first_byte: true,
+        });
     }
 
     #[test]
@@ -285,6 +311,23 @@ mod tests {
             answered(&l, 100);
         }
         assert_eq!(l.stats().limit, after.limit + 1);
+    }
+
+    /// A whole answer's time depends on its length: only streamed answers' first bytes
+    /// are judged.
+    #[test]
+    fn long_answers_that_are_not_streamed_do_not_cut_it() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let l = Limiter::new(Some(100));
+        for ms in [100, 100, 100, 100, 100, 100, 100, 100, 5_000, 5_000, 5_000] {
+            rt.block_on(l.acquire()).finish(Outcome::Answered {
+                latency: Duration::from_millis(ms),
+                first_byte: false,
+            });
+        }
+        assert_eq!(l.stats().cuts, 0);
     }
 
     #[test]

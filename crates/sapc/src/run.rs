@@ -92,8 +92,9 @@ pub struct RunArgs {
     pub allow_run: Vec<String>,
     /// The most LLM calls and `parallel for` iterations in flight at once [default:
     /// adaptive — model calls start at 256 at once per provider, grow while answers come
-    /// back at the usual latency, back off on 429/503, time-outs and rising latency, up
-    /// to 1024; iterations: 1024]. Setting it starts model calls at N and caps both at N
+    /// back at the usual latency, back off on 429/503, time-outs and a queue at the
+    /// server (streamed answers starting later and later), up to 1024; iterations:
+    /// 1024]. Setting it starts model calls at N and caps both at N
     /// (also `concurrency` under [provider] in sap.toml).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
