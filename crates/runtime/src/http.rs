@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 use serde_json::Value as JsonValue;
 
-use crate::limit::{Limiter, Outcome};
+use crate::limit::{Limiter, Outcome, Permit};
 use crate::llm::ProviderError;
 
 #[derive(Clone, Debug)]
@@ -47,13 +47,15 @@ pub struct HttpTransport {
     jitter_state: AtomicU64,
 }
 
-/// A successful answer, body not yet read, and how many retries it took.
-pub struct Answer {
+/// A successful answer, body not yet read, and how many retries it took. It holds its
+/// place under the concurrency limit until it is dropped, after its body is read.
+pub struct Answer<'a> {
     pub response: reqwest::Response,
     pub retries: u32,
+    _place: Permit<'a>,
 }
 
-impl Answer {
+impl Answer<'_> {
     /// Reads the body as one JSON document: a body that cannot be read is a transport
     /// error (or a time-out), one that is not JSON breaks the protocol.
     pub async fn json(self) -> Result<serde_json::Value, ProviderError> {
@@ -130,7 +132,7 @@ impl HttpTransport {
         url: &str,
         headers: &[(&str, String)],
         body: JsonValue,
-    ) -> Result<Answer, ProviderError> {
+    ) -> Result<Answer<'_>, ProviderError> {
         // A streamed answer's headers come when it starts: their time is the server's
         // queue, which the limit watches.
         let streamed = body.get("stream").and_then(JsonValue::as_bool) == Some(true);
@@ -138,7 +140,7 @@ impl HttpTransport {
         let mut retries = 0;
         loop {
             // A place under the limit for each attempt; none is held while backing off.
-            let permit = self.limiter.acquire().await;
+            let mut permit = self.limiter.acquire().await;
             let sent = Instant::now();
             let mut request = self
                 .client
@@ -150,11 +152,15 @@ impl HttpTransport {
             }
             let wait = match request.send().await {
                 Ok(response) if response.status().is_success() => {
-                    permit.finish(Outcome::Answered {
+                    permit.record(Outcome::Answered {
                         latency: sent.elapsed(),
                         first_byte: streamed,
                     });
-                    return Ok(Answer { response, retries });
+                    return Ok(Answer {
+                        response,
+                        retries,
+                        _place: permit,
+                    });
                 }
                 Ok(response) => {
                     let status = response.status().as_u16();

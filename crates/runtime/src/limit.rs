@@ -88,11 +88,14 @@ pub struct Limiter {
     cap: usize,
 }
 
-/// A request's place under the limit; give it back with [`Permit::finish`] (dropped
-/// without, it counts as [`Outcome::Other`]).
+/// A request's place under the limit, held until it is dropped — for an answer, until
+/// its body has been read, so a streamed answer counts as in flight while it streams.
+/// How the request went is told with [`Permit::record`] (nothing told, it says nothing
+/// about load).
 pub struct Permit<'a> {
     limiter: &'a Limiter,
     permit: Option<SemaphorePermit<'a>>,
+    recorded: bool,
 }
 
 impl Limiter {
@@ -138,6 +141,7 @@ impl Limiter {
         Permit {
             limiter: self,
             permit,
+            recorded: false,
         }
     }
 
@@ -152,9 +156,20 @@ impl Limiter {
         }
     }
 
-    fn release(&self, permit: Option<SemaphorePermit<'_>>, outcome: Outcome) {
+    /// A place given back; one owed to a cut is forgotten instead.
+    fn give_back(&self, permit: SemaphorePermit<'_>) {
         let mut s = self.state();
         s.in_flight = s.in_flight.saturating_sub(1);
+        if s.debt > 0 {
+            s.debt -= 1;
+            permit.forget();
+        }
+        // Otherwise dropping it returns it.
+    }
+
+    /// Moves the limit by how a request went.
+    fn adjust(&self, outcome: Outcome) {
+        let mut s = self.state();
         let now = Instant::now();
         // One cut per round trip: the requests in flight when the server said "enough"
         // were sent before it could.
@@ -198,13 +213,6 @@ impl Limiter {
             }
             Outcome::Other => {}
         }
-        // A permit owed to a cut is forgotten; otherwise dropping it returns it.
-        if let Some(p) = permit
-            && s.debt > 0
-        {
-            s.debt -= 1;
-            p.forget();
-        }
     }
 
     fn cut(&self, s: &mut State, factor: f64, now: Instant) {
@@ -243,16 +251,24 @@ fn smooth(mean: f64, n: u64, sample: f64) -> f64 {
 }
 
 impl Permit<'_> {
+    /// Tells the limit how the request went (the first time only); the place is kept.
+    pub fn record(&mut self, outcome: Outcome) {
+        if !self.recorded {
+            self.recorded = true;
+            self.limiter.adjust(outcome);
+        }
+    }
+
+    /// Records how the request went and gives the place back.
     pub fn finish(mut self, outcome: Outcome) {
-        let permit = self.permit.take();
-        self.limiter.release(permit, outcome);
+        self.record(outcome);
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if let Some(permit) = self.permit.take() {
-            self.limiter.release(Some(permit), Outcome::Other);
+            self.limiter.give_back(permit);
         }
     }
 }

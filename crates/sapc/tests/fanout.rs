@@ -214,3 +214,35 @@ fn a_hundred_thousand_iterations_complete() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "9999900000\n");
 }
+
+/// More calls asked for than the process may open connections: sapc says so, and keeps
+/// the calls in flight (each holding its connection until its answer is read) within
+/// what it may open — no call fails for want of a file.
+#[test]
+fn calls_in_flight_stay_within_the_open_file_limit() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start(|_, _| {
+        answer().delayed(Duration::from_millis(200))
+    }));
+    let p = project("ulimit", 600, "");
+    let out = std::process::Command::new("bash")
+        .current_dir(&p.dir)
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256 -Hn 256 && exec {} run main.sap --provider openai --model m --base-url {}/v1 --concurrency 1000 --stats",
+            env!("CARGO_BIN_EXE_sapc"),
+            server.url()
+        ))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "600 verdicts\n");
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: --concurrency 1000 needs as many connections, but this process may open only 256 files"),
+        "{err}"
+    );
+    assert!(err.contains("(0 re-asks, 0 retries)"), "{err}");
+    assert!(err.contains("limit 192 (started at 192, cap 192"), "{err}");
+}
