@@ -20,8 +20,9 @@ fn module(source: &str) -> ir::Module {
     lower::lower_workspace(&db).expect("the program checks")
 }
 
-/// Runs `main` with the note at `path` readable; the error it ends with.
-fn run(module: ir::Module, note_dir: &std::path::Path) -> String {
+/// Runs `main` with the note at `note_dir` readable and `transfer` provided (it always
+/// succeeds); what it printed, or the error it ended with.
+fn run_main(module: ir::Module, note_dir: &std::path::Path) -> Result<String, String> {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -41,6 +42,17 @@ fn run(module: ir::Module, note_dir: &std::path::Path) -> String {
     );
     let mut grants = Grants::default();
     Grants::add_dir(&mut grants.read, ".", note_dir).unwrap();
+    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+    struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     let host = Host::new(
         Arc::new(module),
         Some(rt),
@@ -49,11 +61,18 @@ fn run(module: ir::Module, note_dir: &std::path::Path) -> String {
         Limits::default(),
     )
     .with_tools(Arc::new(Tools::default().with_grants(grants)))
-    .with_output(Box::new(std::io::sink()));
+    .with_output(Box::new(Shared(out.clone())));
     let program = codegen_jit::compile(host.module.clone()).unwrap();
-    match on_big_stack(|| program.run_main(&host)) {
-        Ok(v) => panic!("the run should have been refused, and returned {v:?}"),
-        Err(e) => e.message,
+    on_big_stack(|| program.run_main(&host)).map_err(|e| e.message)?;
+    let printed = out.lock().unwrap().clone();
+    Ok(String::from_utf8(printed).unwrap())
+}
+
+/// Runs `main`, which must be refused; the error.
+fn run(module: ir::Module, note_dir: &std::path::Path) -> String {
+    match run_main(module, note_dir) {
+        Ok(printed) => panic!("the run should have been refused, and printed {printed:?}"),
+        Err(e) => e,
     }
 }
 
@@ -211,44 +230,8 @@ fn main() {{
         path.display()
     ));
     guard_transfer(&mut m);
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut externs = Externs::default();
-    externs.register(
-        "transfer",
-        vec![Type::Str, Type::I64],
-        Type::Bool,
-        Arc::new(|_: &[Value]| Ok(Value::Bool(true))),
-    );
-    let mut grants = Grants::default();
-    Grants::add_dir(&mut grants.read, ".", &dir).unwrap();
-    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
-    struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Shared {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let host = Host::new(
-        Arc::new(m),
-        None,
-        tokio.handle().clone(),
-        externs,
-        Limits::default(),
-    )
-    .with_tools(Arc::new(Tools::default().with_grants(grants)))
-    .with_output(Box::new(Shared(out.clone())));
-    let program = codegen_jit::compile(host.module.clone()).unwrap();
-    on_big_stack(|| program.run_main(&host)).expect("nothing is refused");
     assert_eq!(
-        String::from_utf8(out.lock().unwrap().clone()).unwrap(),
+        run_main(m, &dir).expect("nothing is refused"),
         "true\ntrue\nrefused nothing\n"
     );
 }

@@ -11,6 +11,27 @@ use common::mcp::{py_toml, scripted_model};
 use common::{Project, fails, ok, stdout};
 use test_support::mcp::python;
 
+/// `sapc run main.sap` in `p` against the scripted model, with a trace in `t.jsonl`.
+fn run_scripted(p: &Project, model: &test_support::http::MockServer) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .current_dir(&p.dir)
+        .args([
+            "run",
+            "main.sap",
+            "--provider",
+            "openai",
+            "--model",
+            "scripted",
+            "--trace",
+            "t.jsonl",
+        ])
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
+        .env_remove("OPENAI_API_KEY")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn exported_functions_are_served_to_the_python_sdk_client() {
     let p = Project::new("serve", "");
@@ -221,23 +242,7 @@ fn main(ctx: Context) {
             { "id": 3, "kind": "final", "name": "report", "dependsOn": [2] }
         ] }),
     ]);
-    let run = Command::new(env!("CARGO_BIN_EXE_sapc"))
-        .current_dir(&p.dir)
-        .args([
-            "run",
-            "main.sap",
-            "--provider",
-            "openai",
-            "--model",
-            "scripted",
-            "--trace",
-            "t.jsonl",
-        ])
-        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
-        .env_remove("OPENAI_API_KEY")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+    let run = run_scripted(&p, &model);
     ok(&run);
     assert_eq!(stdout(&run), "HELLO\n7.5\n");
     // The model saw the tools' descriptions from the server.
@@ -276,20 +281,7 @@ fn main(ctx: Context) {
 "#,
     );
     let (_rt, model) = scripted_model(vec![serde_json::json!({ "value": "two shouts" })]);
-    let run = Command::new(env!("CARGO_BIN_EXE_sapc"))
-        .current_dir(&p.dir)
-        .args([
-            "run",
-            "main.sap",
-            "--provider",
-            "openai",
-            "--model",
-            "scripted",
-        ])
-        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .unwrap();
+    let run = run_scripted(&p, &model);
     ok(&run);
     assert_eq!(stdout(&run), "two shouts\n");
     let prompt = model.requests()[0].json()["messages"][1]["content"]
@@ -333,23 +325,7 @@ fn main() {
 "#,
     );
     let (_rt, model) = scripted_model(vec![serde_json::json!({ "value": "a greeting" })]);
-    let run = Command::new(env!("CARGO_BIN_EXE_sapc"))
-        .current_dir(&p.dir)
-        .args([
-            "run",
-            "main.sap",
-            "--provider",
-            "openai",
-            "--model",
-            "scripted",
-            "--trace",
-            "t.jsonl",
-        ])
-        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
-        .env_remove("OPENAI_API_KEY")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+    let run = run_scripted(&p, &model);
     ok(&run);
     assert_eq!(stdout(&run), "> HELLO\na greeting\n");
     let lines: Vec<serde_json::Value> = p
