@@ -4,10 +4,11 @@
 //! value is passed ([`Word`]). How objects are laid out is `heap.rs`'s; which
 //! intrinsics exist is `intrinsics.rs`'s table.
 //!
-//! The native signature of a sap function is `fn(env, depth_left, params…) -> (result,
-//! failed)`: how many more nested calls the depth budget allows, and whether the call
-//! failed, travel in registers. A trampoline `fn(env, args) -> result` calls it from
-//! Rust with the arguments in an array.
+//! The native signature of a sap function is `fn(depth_left, params…) -> (result,
+//! failed)`, with the `Env` in the pinned register (r15 on x86-64): how many more nested
+//! calls the depth budget allows, and whether the call failed, travel in registers. A
+//! trampoline `fn(env, args) -> result` calls it from Rust with the arguments in an
+//! array: it sets the pinned register for the call and gives the caller's back.
 
 use ir::{BinOp, Builtin, FuncId, SrcSpan, Type};
 use runtime::Value;

@@ -243,7 +243,7 @@ pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Wo
             // Declassified.
             (Some(Builtin::Trust), _) => 0,
             (Some(Builtin::ReadFile), _) => heap::origin_id("std:read_file"),
-            (None, Some(label)) => heap::origin_id(label),
+            (None, Some(origin)) => origin,
             // A builtin's or a host extern's result follows its arguments.
             _ => first_origin(&origins),
         };
@@ -584,25 +584,27 @@ pub extern "C" fn sap_llm(env: &mut Env<'_>, desc: &LlmDesc, ctx: i64, schema: i
                 None,
             ));
         };
-        let answer = match &desc.kind {
+        // The answer, and whether it is an object (only an object carries a mark).
+        let (answer, object) = match &desc.kind {
             LlmKind::Produce(ty) => {
                 let schema = (schema != 0).then(|| to_value(host, &Type::Json, schema));
                 let answer = from_value(ty, host.produce(desc.site, c, schema.as_ref())?);
-                if !ty.is_heap() {
-                    return Ok(answer);
-                }
-                answer
+                (answer, ty.is_heap())
             }
-            LlmKind::Decide => return Ok(host.decide(desc.site, c)? as i64),
-            LlmKind::Fill => new_obj(Slot::Pack(None, Arc::new(host.fill(desc.site, c)?))),
+            LlmKind::Decide => (host.decide(desc.site, c)? as i64, false),
+            LlmKind::Fill => {
+                let args = host.fill(desc.site, c)?;
+                (new_obj(Slot::Pack(None, Arc::new(args))), true)
+            }
             LlmKind::Choose => {
                 let (arm, args) = host.choose(desc.site, c)?;
-                new_obj(Slot::Pack(Some(arm), Arc::new(args)))
+                (new_obj(Slot::Pack(Some(arm), Arc::new(args))), true)
             }
         };
         // An answer given from a context that holds untrusted data is untrusted (a
         // context can hold some only once something has been marked).
-        if heap::any_marked()
+        if object
+            && heap::any_marked()
             && let Some(source) = c.untrusted_source()
         {
             heap::mark(answer, heap::origin_id(&source));

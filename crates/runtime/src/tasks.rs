@@ -178,16 +178,29 @@ impl Wake for TaskWaker {
 
 /// A task in flight: its coroutine, its thread-of-control state while suspended, and
 /// its waker.
-struct Slot<'f, T> {
+struct Slot<T> {
     coroutine: Coroutine<(), (), Option<T>, DefaultStack>,
     /// Where the coroutine's yielder is, once it has started.
     yielder: Rc<Cell<*const Yielder<(), ()>>>,
+    locals: Locals,
+    waker: Arc<TaskWaker>,
+    index: usize,
+}
+
+/// What is per thread of control (the place in the program's order, the open spans),
+/// kept aside while the task is suspended.
+#[derive(Default)]
+struct Locals {
     order: order::Saved,
     open: context::OpenFrames,
-    waker: Arc<TaskWaker>,
-    waker_handle: Waker,
-    index: usize,
-    _borrow: std::marker::PhantomData<&'f ()>,
+}
+
+impl Locals {
+    /// Exchanges these with the thread's: in when the task resumes, out when it stops.
+    fn swap(&mut self) {
+        order::swap(&mut self.order);
+        context::swap_open(&mut self.open);
+    }
 }
 
 /// What the schedulers of one fan-out share.
@@ -267,7 +280,7 @@ where
     G: Fn(&T) -> bool + Sync,
 {
     let queue = Arc::new(ReadyQueue::default());
-    let mut slots: Vec<Option<Slot<'_, T>>> = Vec::new();
+    let mut slots: Vec<Option<Slot<T>>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut stacks: Vec<DefaultStack> = Vec::new();
     let mut in_flight = 0usize;
@@ -321,12 +334,9 @@ where
             slots[slot] = Some(Slot {
                 coroutine,
                 yielder,
-                order: order::Saved::default(),
-                open: context::OpenFrames::default(),
-                waker_handle: Waker::from(waker.clone()),
+                locals: Locals::default(),
                 waker,
                 index: i,
-                _borrow: std::marker::PhantomData,
             });
             in_flight += 1;
             queue.push(slot);
@@ -343,18 +353,16 @@ where
             continue;
         };
         slot.waker.queued.store(false, Ordering::Release);
-        order::swap(&mut slot.order);
-        context::swap_open(&mut slot.open);
+        slot.locals.swap();
         let outer = RUNNING.with(|r| {
             r.replace(Some(Running {
                 yielder: slot.yielder.get(),
-                waker: slot.waker_handle.clone(),
+                waker: Waker::from(slot.waker.clone()),
             }))
         });
         let resumed = slot.coroutine.resume(());
         RUNNING.with(|r| *r.borrow_mut() = outer);
-        order::swap(&mut slot.order);
-        context::swap_open(&mut slot.open);
+        slot.locals.swap();
         if let CoroutineResult::Return(result) = resumed {
             let done = slots[id].take().expect("the slot just resumed");
             let index = done.index;

@@ -8,6 +8,7 @@ mod check;
 mod config;
 mod journal;
 mod mcp;
+mod providers;
 mod render;
 mod run;
 mod serve;

@@ -1,6 +1,6 @@
-//! The code generator: every IR function becomes a native function `fn(env, depth_left,
-//! params…) -> (result, failed)` (see `abi.rs`), plus a trampoline to call it from Rust
-//! and the adapters of the slow paths. Arithmetic (with overflow and division checks),
+//! The code generator: every IR function becomes a native function `fn(depth_left,
+//! params…) -> (result, failed)` with the `Env` in the pinned register (see `abi.rs`),
+//! plus a trampoline to call it from Rust and the adapters of the slow paths. Arithmetic (with overflow and division checks),
 //! comparisons, control flow, calls between sap functions, recursion and the common
 //! list operations are native code; everything else calls the intrinsics.
 //!

@@ -7,24 +7,28 @@
 mod externs;
 mod script;
 mod standard;
+mod tools;
+mod types;
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use std::collections::HashMap;
 
-use ir::{self, Binding, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type, TypeDef};
+use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type};
 use runtime::journal::{self, Found, Journal};
-use runtime::schema::{self, ArmDesc};
-use runtime::telemetry::{self, Attribute};
+use runtime::schema::ArmDesc;
 use runtime::tools::Tools;
-use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
+use runtime::types::{ParamDesc, TypeDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
 pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
 pub use script::Coverage;
 use script::{Script, Scripted, outcome, short};
+use tools::BoundExtern;
+pub use types::site_schemas;
+use types::{desc_of, params_of, type_descs};
 
 /// How a builtin calls back into the engine running the program: the `aot` executor
 /// runs sap functions offered as tools. Context parameters get a new, empty context.
@@ -124,10 +128,10 @@ pub struct Host {
     journal: Option<Arc<Journal>>,
     /// Each declared extern's result type, and whether it is `idempotent`.
     declared: HashMap<String, (TypeDesc, bool)>,
-    /// Provenance at run time (docs/SECURITY.md): the label each untrusted extern's
-    /// results are marked with, and the `trusted` parameters of each extern that has
-    /// some (index, name).
-    untrusted_results: HashMap<String, String>,
+    /// Provenance at run time (docs/SECURITY.md): the origin (`heap::origin_id` of its
+    /// label) each untrusted extern's results are marked with, and the `trusted`
+    /// parameters of each extern that has some (index, name).
+    untrusted_results: HashMap<String, u32>,
     trusted_params: HashMap<String, Vec<(usize, String)>>,
     /// Running a test (`sapc test`): the scripted answers its `given`s handed over, and
     /// the outcome of every decision.
@@ -169,7 +173,10 @@ impl Host {
             .externs
             .iter()
             .filter(|e| e.untrusted)
-            .filter_map(|e| Some((e.name.clone(), e.binding.as_ref()?.origin())))
+            .filter_map(|e| {
+                let label = e.binding.as_ref()?.origin();
+                Some((e.name.clone(), crate::heap::origin_id(&label)))
+            })
             .collect();
         let trusted_params = module
             .externs
@@ -253,9 +260,10 @@ impl Host {
         self
     }
 
-    /// The label an extern's results carry when they are untrusted (`mcp:inbox/read_mail`).
-    pub fn untrusted_result(&self, name: &str) -> Option<&str> {
-        self.untrusted_results.get(name).map(String::as_str)
+    /// The origin an extern's results are marked with when they are untrusted (that of
+    /// `mcp:inbox/read_mail`, say).
+    pub fn untrusted_result(&self, name: &str) -> Option<u32> {
+        self.untrusted_results.get(name).copied()
     }
 
     /// The `trusted` parameters of extern `name`, by index, with their names.
@@ -555,74 +563,6 @@ impl Host {
         Ok(chosen)
     }
 
-    pub fn call_extern(
-        &self,
-        name: &str,
-        args: &[Value],
-        span: Option<SrcSpan>,
-        engine: &dyn Engine,
-    ) -> Result<Value, ExecError> {
-        if let Some(bound) = self.bound.get(name) {
-            let traced = self.tool_span(name, Some(&bound.binding), span);
-            let result = self.journaled(name, args, span, || {
-                self.call_bound(name, bound, args, span)
-            });
-            if let Err(e) = &result {
-                traced.fail("tool_error", &e.message);
-            }
-            return result;
-        }
-        if self.externs.get(name).is_none()
-            && let Some(b) = standard_extern(name)
-        {
-            return self.call_builtin(b, args, span, engine);
-        }
-        let f = self.externs.get(name).ok_or_else(|| {
-            ExecError::new(
-                format!("the extern `{name}` is not provided by this host"),
-                span,
-            )
-        })?;
-        let traced = self.tool_span(name, None, span);
-        let result = self.journaled(name, args, span, || {
-            f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
-        });
-        if let Err(e) = &result {
-            traced.fail("tool_error", &e.message);
-        }
-        result
-    }
-
-    /// An extern call's OpenTelemetry span, when spans are exported.
-    fn tool_span(
-        &self,
-        name: &str,
-        binding: Option<&Binding>,
-        span: Option<SrcSpan>,
-    ) -> telemetry::CallSpan {
-        if !telemetry::active() {
-            return telemetry::CallSpan::none();
-        }
-        let mut attributes = vec![Attribute::new(
-            "gen_ai.tool.type",
-            if binding.is_some() {
-                "extension"
-            } else {
-                "function"
-            },
-        )];
-        if let Some(b) = binding {
-            attributes.push(Attribute::new("sap.tool.source", b.origin()));
-        }
-        if let Some(s) = span {
-            let (file, line, column) = self.location(s);
-            attributes.push(Attribute::new("code.file.path", file));
-            attributes.push(Attribute::new("code.line.number", i64::from(line)));
-            attributes.push(Attribute::new("code.column.number", i64::from(column)));
-        }
-        telemetry::tool_span(name, attributes)
-    }
-
     /// `file:line:column` of a span, for the journal.
     fn site_text(&self, span: Option<SrcSpan>) -> String {
         span.map(|s| {
@@ -752,37 +692,6 @@ impl Host {
     }
 }
 
-/// A bound extern: where its tool is, and the types its call converts.
-struct BoundExtern {
-    binding: Binding,
-    params: Vec<ParamDesc>,
-    ret: TypeDesc,
-}
-
-impl Host {
-    /// Calls a tool outside the host: an MCP server's, or a standard tool.
-    fn call_bound(
-        &self,
-        name: &str,
-        bound: &BoundExtern,
-        args: &[Value],
-        span: Option<SrcSpan>,
-    ) -> Result<Value, ExecError> {
-        let result = match &bound.binding {
-            Binding::Mcp { server, tool } => runtime::tasks::block_on(
-                &self.tokio,
-                self.tools
-                    .call_mcp(server, tool, &bound.params, &bound.ret, args),
-            ),
-            Binding::Std { module, tool } => runtime::tasks::block_on(
-                &self.tokio,
-                self.tools.call_std(module, tool, &bound.ret, args),
-            ),
-        };
-        result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
-    }
-}
-
 /// A JSON value for an error message, shortened.
 fn truncated(j: &serde_json::Value) -> String {
     let text = j.to_string();
@@ -807,141 +716,6 @@ pub fn display(v: &Value) -> String {
             }
         }
         other => other.to_json_string(),
-    }
-}
-
-fn type_descs(module: &Module) -> Vec<TypeDesc> {
-    // Two passes: first the names (so recursive types can refer to each other), then
-    // the fields.
-    let mut out: Vec<TypeDesc> = module
-        .types
-        .iter()
-        .map(|t| match t {
-            TypeDef::Struct { name, doc, .. } => TypeDesc::Struct(Arc::new(StructDesc {
-                name: name.clone(),
-                doc: doc.clone(),
-                fields: Vec::new(),
-            })),
-            TypeDef::Enum {
-                name,
-                doc,
-                variants,
-            } => TypeDesc::Enum(Arc::new(EnumDesc {
-                name: name.clone(),
-                doc: doc.clone(),
-                variants: variants
-                    .iter()
-                    .map(|(n, d)| VariantDesc {
-                        name: n.clone(),
-                        doc: d.clone(),
-                    })
-                    .collect(),
-            })),
-        })
-        .collect();
-    // Then each struct's fields, the structs it contains first, so a field's description
-    // is complete when it is copied in (a type that contains itself keeps the name-only
-    // description where it recurs).
-    let mut state = vec![0u8; module.types.len()];
-    for i in 0..module.types.len() {
-        complete_struct(module, i, &mut out, &mut state);
-    }
-    out
-}
-
-fn complete_struct(module: &Module, i: usize, out: &mut [TypeDesc], state: &mut [u8]) {
-    let TypeDef::Struct { name, doc, fields } = &module.types[i] else {
-        return;
-    };
-    if state[i] != 0 {
-        return;
-    }
-    state[i] = 1;
-    fn structs_in(t: &Type, found: &mut Vec<usize>) {
-        match t {
-            Type::Struct(id) => found.push(*id as usize),
-            Type::List(inner) | Type::Option(inner) => structs_in(inner, found),
-            _ => {}
-        }
-    }
-    let mut inner = Vec::new();
-    fields.iter().for_each(|f| structs_in(&f.ty, &mut inner));
-    for j in inner {
-        if j < out.len() {
-            complete_struct(module, j, out, state);
-        }
-    }
-    let fields = fields
-        .iter()
-        .map(|f| FieldDesc {
-            name: f.name.clone(),
-            doc: f.doc.clone(),
-            ty: desc_of(out, &f.ty),
-        })
-        .collect();
-    out[i] = TypeDesc::Struct(Arc::new(StructDesc {
-        name: name.clone(),
-        doc: doc.clone(),
-        fields,
-    }));
-    state[i] = 2;
-}
-
-fn params_of(types: &[TypeDesc], params: &[ir::Param]) -> Vec<ParamDesc> {
-    params
-        .iter()
-        .map(|p| ParamDesc {
-            name: p.name.clone(),
-            doc: p.doc.clone(),
-            ty: desc_of(types, &p.ty),
-        })
-        .collect()
-}
-
-/// The schema each LLM site of `module` asks its answer in (the portable one, before a
-/// provider writes it in its server's dialect), by site; `None` for a `Json` result
-/// whose schema the program computes when it runs.
-pub fn site_schemas(module: &Module) -> Vec<Option<serde_json::Value>> {
-    let types = type_descs(module);
-    module
-        .sites
-        .iter()
-        .map(|site| match &site.kind {
-            SiteKind::Produce { ret: Type::Json } => None,
-            SiteKind::Produce { ret } => Some(schema::value_schema(&desc_of(&types, ret)).0),
-            SiteKind::Fill { params, .. } => {
-                Some(schema::arguments_schema(&params_of(&types, params)))
-            }
-            SiteKind::Choose { arms } => Some(schema::choice_schema(
-                &arms
-                    .iter()
-                    .map(|a| ArmDesc {
-                        tool: a.tool.clone(),
-                        doc: a.doc.clone(),
-                        binding: a.binding.clone(),
-                        params: params_of(&types, &a.params),
-                    })
-                    .collect::<Vec<_>>(),
-            )),
-            SiteKind::Decide => Some(schema::decision_schema()),
-        })
-        .collect()
-}
-
-fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {
-    match t {
-        Type::Unit | Type::Tool | Type::Context => TypeDesc::Unit,
-        Type::Bool => TypeDesc::Bool,
-        Type::I32 => TypeDesc::I32,
-        Type::I64 => TypeDesc::I64,
-        Type::F64 => TypeDesc::F64,
-        Type::Str => TypeDesc::String,
-        Type::Json => TypeDesc::Json,
-        Type::List(e) => TypeDesc::List(Box::new(desc_of(types, e))),
-        Type::Option(e) => TypeDesc::Option(Box::new(desc_of(types, e))),
-        Type::Struct(id) | Type::Enum(id) => {
-            types.get(*id as usize).cloned().unwrap_or(TypeDesc::Unit)
-        }
     }
 }
 

@@ -42,8 +42,8 @@
 //! everywhere but this module's parent, `raw`, whose other part calls compiled functions.
 
 use std::ptr::NonNull;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex};
 
 use ir::Type;
 use runtime::{Context, TypeDesc, Value};
@@ -91,15 +91,15 @@ pub struct Object {
     slot: Slot,
     /// Where the value came from when that is untrusted data: an index into
     /// [`ORIGINS`], or 0 (see [`origin`]). In the cache line's padding.
-    origin: std::sync::atomic::AtomicU32,
+    origin: AtomicU32,
 }
 
 /// The untrusted sources seen in this process, by origin index less one (`mcp:inbox/
 /// read_mail`, `std:fs/read`, …).
-static ORIGINS: std::sync::Mutex<Vec<std::sync::Arc<str>>> = std::sync::Mutex::new(Vec::new());
+static ORIGINS: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
 /// Whether any object has been marked: until then nothing looks at origins, so a
 /// program that reads no untrusted data pays nothing for them.
-static MARKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static MARKED: AtomicBool = AtomicBool::new(false);
 
 /// The origin index of the untrusted source `label`.
 pub fn origin_id(label: &str) -> u32 {
@@ -115,7 +115,7 @@ pub fn origin_id(label: &str) -> u32 {
 }
 
 /// The label of origin index `id` (not 0).
-pub fn origin_label(id: u32) -> Option<std::sync::Arc<str>> {
+pub fn origin_label(id: u32) -> Option<Arc<str>> {
     let origins = ORIGINS.lock().unwrap_or_else(|e| e.into_inner());
     origins
         .get(usize::try_from(id).ok()?.checked_sub(1)?)
@@ -213,7 +213,7 @@ impl ObjRef {
         let object = Box::new(Object {
             count: AtomicUsize::new(1),
             slot,
-            origin: std::sync::atomic::AtomicU32::new(0),
+            origin: AtomicU32::new(0),
         });
         ObjRef(NonNull::from(Box::leak(object)))
     }

@@ -6,6 +6,12 @@ use syntax::{Diagnostic, Label, Span};
 use crate::Db;
 use crate::items::{Item, shift};
 
+mod given;
+mod provenance;
+
+pub use given::*;
+pub use provenance::*;
+
 /// A diagnostic whose spans are relative to items: the primary span to `base`, each
 /// secondary label to the item beside it.
 #[derive(Clone, Debug, PartialEq, Eq, salsa::SalsaValue)]
@@ -695,62 +701,6 @@ pub fn extern_binding<'db>(base: Item<'db>, span: Span, why: String) -> HirDiagn
         .with_help("bind to an MCP server of sap.toml: `extern \"mcp:SERVER\" fn …`")
 }
 
-pub fn trusted_context<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
-    error(
-        base,
-        TRUSTED_CONTEXT,
-        span,
-        "a `Context` cannot be `trusted`".to_owned(),
-        "on a context parameter",
-    )
-    .with_help("a context is trusted or not by what was injected into it; mark the data parameters instead")
-}
-
-pub fn trust_reason<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
-    error(
-        base,
-        TRUST_REASON,
-        span,
-        "`trust` needs its reason, as a string literal".to_owned(),
-        "no reason given here",
-    )
-    .with_help("write why the value may be trusted: `trust(value, \"the user typed it\")`")
-}
-
-/// An untrusted value reaches a `trusted` parameter; `path` is the flow from its source.
-pub fn untrusted_argument<'db>(
-    base: Item<'db>,
-    span: Span,
-    sink: &str,
-    path: &str,
-    label: &str,
-) -> HirDiagnostic<'db> {
-    error(
-        base,
-        UNTRUSTED_ARGUMENT,
-        span,
-        format!("untrusted data reaches {sink}: {path}"),
-        label,
-    )
-    .with_help("read untrusted data in a sub-agent (`Context::new()`) and pass what it returns only to parameters that are not `trusted`; or declassify with `trust(value, \"why\")`")
-}
-
-pub fn stored_trusted_tool<'db>(
-    base: Item<'db>,
-    span: Span,
-    name: &str,
-    sink: &str,
-) -> HirDiagnostic<'db> {
-    error(
-        base,
-        STORED_TRUSTED_TOOL,
-        span,
-        format!("`{name}` has a `trusted` parameter ({sink}), so it can be used as a value only as a call's argument"),
-        "a tool kept here could be called with untrusted arguments",
-    )
-    .with_help(format!("hand `{name}` straight to the call that offers it (`aot::solve(ctx, task, [{name}])`), where the checker sees who writes its arguments"))
-}
-
 pub fn not_a_value<'db>(base: Item<'db>, span: Span, what: &str) -> HirDiagnostic<'db> {
     error(
         base,
@@ -814,59 +764,4 @@ pub fn unreachable<'db>(base: Item<'db>, span: Span, cause: Span) -> HirDiagnost
         "never runs",
     )
     .with_secondary(base, cause, "control leaves here")
-}
-
-pub fn given_outside_test<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
-    error(
-        base,
-        GIVEN_OUTSIDE_TEST,
-        span,
-        "`given` scripts the model's answers only in a test".to_owned(),
-        "in a function",
-    )
-    .with_help("move it into a `test \"name\" { … }` item")
-}
-
-pub fn given_not_model<'db>(
-    base: Item<'db>,
-    span: Span,
-    name: &str,
-    why: &str,
-) -> HirDiagnostic<'db> {
-    error(
-        base,
-        GIVEN_NOT_MODEL,
-        span,
-        format!("the model does not answer `{name}`: {why}"),
-        "no model answer to script",
-    )
-    .with_help("script an LLM function (one whose body can end without a value), or the `select` and `fill` decisions made in a function")
-}
-
-pub fn given_params<'db>(
-    base: Item<'db>,
-    span: Span,
-    name: &str,
-    expected: usize,
-    found: usize,
-) -> HirDiagnostic<'db> {
-    error(
-        base,
-        GIVEN_PARAMS,
-        span,
-        format!(
-            "`{name}` has {expected} parameter{}, but the answer names {found}",
-            if expected == 1 { "" } else { "s" }
-        ),
-        "one name (or `_`) per parameter",
-    )
-}
-
-pub fn given_no_site<'db>(
-    base: Item<'db>,
-    span: Span,
-    message: String,
-    help: String,
-) -> HirDiagnostic<'db> {
-    error(base, GIVEN_NO_SITE, span, message, "no such decision").with_help(help)
 }

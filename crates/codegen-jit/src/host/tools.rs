@@ -1,0 +1,109 @@
+//! Calling an extern: a tool outside the program (an MCP server's, a standard tool's),
+//! waited for as a task waits, or a function the host provides; each call journaled
+//! and traced.
+
+use ir::{Binding, SrcSpan};
+use runtime::Value;
+use runtime::telemetry::{self, Attribute};
+use runtime::types::{ParamDesc, TypeDesc};
+
+use super::{Engine, ExecError, Host, standard_extern};
+
+/// A bound extern: where its tool is, and the types its call converts.
+pub(super) struct BoundExtern {
+    pub(super) binding: Binding,
+    pub(super) params: Vec<ParamDesc>,
+    pub(super) ret: TypeDesc,
+}
+
+impl Host {
+    pub fn call_extern(
+        &self,
+        name: &str,
+        args: &[Value],
+        span: Option<SrcSpan>,
+        engine: &dyn Engine,
+    ) -> Result<Value, ExecError> {
+        if let Some(bound) = self.bound.get(name) {
+            let traced = self.tool_span(name, Some(&bound.binding), span);
+            let result = self.journaled(name, args, span, || {
+                self.call_bound(name, bound, args, span)
+            });
+            if let Err(e) = &result {
+                traced.fail("tool_error", &e.message);
+            }
+            return result;
+        }
+        if self.externs.get(name).is_none()
+            && let Some(b) = standard_extern(name)
+        {
+            return self.call_builtin(b, args, span, engine);
+        }
+        let f = self.externs.get(name).ok_or_else(|| {
+            ExecError::new(
+                format!("the extern `{name}` is not provided by this host"),
+                span,
+            )
+        })?;
+        let traced = self.tool_span(name, None, span);
+        let result = self.journaled(name, args, span, || {
+            f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+        });
+        if let Err(e) = &result {
+            traced.fail("tool_error", &e.message);
+        }
+        result
+    }
+
+    /// An extern call's OpenTelemetry span, when spans are exported.
+    fn tool_span(
+        &self,
+        name: &str,
+        binding: Option<&Binding>,
+        span: Option<SrcSpan>,
+    ) -> telemetry::CallSpan {
+        if !telemetry::active() {
+            return telemetry::CallSpan::none();
+        }
+        let mut attributes = vec![Attribute::new(
+            "gen_ai.tool.type",
+            if binding.is_some() {
+                "extension"
+            } else {
+                "function"
+            },
+        )];
+        if let Some(b) = binding {
+            attributes.push(Attribute::new("sap.tool.source", b.origin()));
+        }
+        if let Some(s) = span {
+            let (file, line, column) = self.location(s);
+            attributes.push(Attribute::new("code.file.path", file));
+            attributes.push(Attribute::new("code.line.number", i64::from(line)));
+            attributes.push(Attribute::new("code.column.number", i64::from(column)));
+        }
+        telemetry::tool_span(name, attributes)
+    }
+
+    /// Calls a tool outside the host: an MCP server's, or a standard tool.
+    fn call_bound(
+        &self,
+        name: &str,
+        bound: &BoundExtern,
+        args: &[Value],
+        span: Option<SrcSpan>,
+    ) -> Result<Value, ExecError> {
+        let result = match &bound.binding {
+            Binding::Mcp { server, tool } => runtime::tasks::block_on(
+                &self.tokio,
+                self.tools
+                    .call_mcp(server, tool, &bound.params, &bound.ret, args),
+            ),
+            Binding::Std { module, tool } => runtime::tasks::block_on(
+                &self.tokio,
+                self.tools.call_std(module, tool, &bound.ret, args),
+            ),
+        };
+        result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+    }
+}
