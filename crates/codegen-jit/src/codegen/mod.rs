@@ -21,6 +21,7 @@
 mod arith;
 mod calls;
 mod function;
+mod inline;
 mod instructions;
 mod lists;
 mod ownership;
@@ -244,7 +245,8 @@ pub fn compile(isa: &dyn TargetIsa, ir: &ir::Module) -> Result<NativeProgram, St
         {
             let b = FunctionBuilder::new(&mut func, &mut fctx);
             let callees = Callees::new(intrinsics, functions, slow_paths);
-            let mut cg = FnCg::new(b, ir, f, &mut pins, callees);
+            let inlined = inline::inline(ir, f);
+            let mut cg = FnCg::new(b, ir, &mut pins, callees, &inlined);
             cg.body()
                 .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
             cg.b.finalize(frontend);

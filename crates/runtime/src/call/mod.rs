@@ -32,6 +32,7 @@ use crate::value::Value;
 
 mod answers;
 mod requests;
+pub use requests::DECIDE_ASK;
 
 use answers::echoed;
 use requests::synthetic_struct;

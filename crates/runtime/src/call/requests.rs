@@ -53,6 +53,8 @@ fn one_line(doc: &str) -> String {
         .to_owned()
 }
 
+/// How a condition's instruction ends: after "Decide `f` (its doc)".
+pub const DECIDE_ASK: &str = ": true or false? Give one short sentence of reason, then the answer.";
 impl Runtime {
     /// The request and answer shape for an LLM function's result.
     pub fn produce_request(
@@ -165,6 +167,7 @@ impl Runtime {
         )
     }
 
+    /// A Boolean condition's request: "Decide `f` (its doc)", then [`DECIDE_ASK`].
     pub fn decide_request(
         &self,
         ctx: &Context,
@@ -175,8 +178,7 @@ impl Runtime {
         if let Some(doc) = doc {
             instruction.push_str(&format!(" ({})", one_line(doc)));
         }
-        instruction
-            .push_str(": true or false? Give one short sentence of reason, then the answer.");
+        instruction.push_str(DECIDE_ASK);
         let root = synthetic_struct(
             "decision",
             vec![

@@ -5,15 +5,16 @@
 //!   own; requests queue on a channel, so calls from a `parallel for` wait their turn.
 //! - **The grammar is the type's.** Every answer is decoded under the GBNF grammar of its
 //!   schema (`schema::gbnf`): a struct's fields in order, an enum's variants, a
-//!   `select`'s clauses with their arguments, Booleans, lists and options, so an answer
+//!   `select`'s clauses with their arguments, Booleans, lists and options, integers in
+//!   exactly their range, strings with their lengths and simple patterns, so an answer
 //!   never needs repairing for its shape.
 //! - **The call stack is a KV cache.** A prompt is the system turn, the rendered context
 //!   (outermost frame first) and the call-site instruction, so a callee's prompt extends
 //!   its caller's. The context keeps the tokens it last evaluated; a new prompt reuses
 //!   their longest common prefix and evaluates only the rest. The answer's usage reports
 //!   the prompt's tokens and how many were reused (`cached`), and `--stats` shows them.
-//! - **A condition is one token.** For a Boolean condition the answer is written up to
-//!   its value, and the model's one choice is `true` or `false`.
+//! - **A condition is one token.** A Boolean condition is asked as the yes-or-no question
+//!   it is, and the model's one choice is `Yes` or `No`.
 //! - **Deterministic.** Greedy decoding: the same program and model give the same run.
 //!
 //! `LOCAL_REUSE=0` in the environment turns the prefix reuse off, for measuring it.
@@ -30,6 +31,7 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use crate::call::DECIDE_ASK;
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::schema::{self, gbnf, target};
 
@@ -40,9 +42,9 @@ const BATCH: usize = 512;
 
 struct Job {
     prompt: Vec<(String, String)>,
-    /// The start of the answer, written for the model (a decision's `{"reason":"","answer":`).
-    prefill: String,
     grammar: String,
+    /// A Boolean condition: the one-word answer becomes the decision's JSON.
+    decision: bool,
     max_tokens: u32,
     reply: tokio::sync::oneshot::Sender<Result<LlmResponse, ProviderError>>,
 }
@@ -61,6 +63,7 @@ impl LocalProvider {
                 path.display()
             ));
         }
+        check_memory(path)?;
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready, loaded) = mpsc::channel::<Result<(), String>>();
         let file = path.to_owned();
@@ -77,6 +80,38 @@ impl LocalProvider {
             .unwrap_or_default();
         Ok(LocalProvider { jobs, model })
     }
+}
+
+/// Refuses a model whose weights would not fit in the memory available now (llama.cpp
+/// maps the file and reads all of it; a model larger than memory would thrash or be
+/// killed rather than fail).
+fn check_memory(path: &Path) -> Result<(), String> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read the model {}: {e}", path.display()))?
+        .len();
+    if let Some(available) = available_memory()
+        && size > available
+    {
+        return Err(format!(
+            "the model {} is {}, more than the {} of memory available: use a smaller or more quantized model",
+            path.display(),
+            megabytes(size),
+            megabytes(available)
+        ));
+    }
+    Ok(())
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes (Linux; elsewhere unknown).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn megabytes(bytes: u64) -> String {
+    format!("{} MB", bytes / (1024 * 1024))
 }
 
 impl Provider for LocalProvider {
@@ -96,8 +131,21 @@ impl Provider for LocalProvider {
             // The grammar gives the answer its shape; the schema in the prompt tells a
             // small model what the fields are for (`LOCAL_SCHEMA_IN_PROMPT=0` leaves it
             // out).
+            let decision = *request.schema == schema::decision_schema();
             let mut user = request.user_text();
-            if std::env::var("LOCAL_SCHEMA_IN_PROMPT").map_or(true, |v| v != "0") {
+            if decision {
+                // A condition is asked as the yes-or-no question it is, and answered
+                // with one token (the reason the instruction asks servers for is not
+                // written).
+                if let Some(question) = request.instruction.strip_suffix(DECIDE_ASK) {
+                    let asked = format!("{question}{DECISION_ASK}");
+                    user = if request.context.is_empty() {
+                        asked
+                    } else {
+                        format!("{}\n{asked}", request.context)
+                    };
+                }
+            } else if std::env::var("LOCAL_SCHEMA_IN_PROMPT").map_or(true, |v| v != "0") {
                 user.push_str(&format!(
                     "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
                     target::for_prompt(&request.schema)
@@ -112,20 +160,15 @@ impl Provider for LocalProvider {
                 prompt.push(("user".to_owned(), c.message.clone()));
             }
             let (reply, answer) = tokio::sync::oneshot::channel();
-            // A Boolean condition is one token: the answer is written up to the value,
-            // and the model chooses `true` or `false`.
-            let (prefill, grammar) = if *request.schema == schema::decision_schema() {
-                (
-                    r#"{"reason":"","answer":"#.to_owned(),
-                    r#"root ::= ("true" | "false") "}""#.to_owned(),
-                )
+            let grammar = if decision {
+                DECISION_GRAMMAR.to_owned()
             } else {
-                (String::new(), gbnf::grammar(&request.schema))
+                gbnf::grammar(&request.schema)
             };
             let job = Job {
                 prompt,
-                prefill,
                 grammar,
+                decision,
                 max_tokens: request.max_tokens.max(16),
                 reply,
             };
@@ -140,6 +183,14 @@ impl Provider for LocalProvider {
         })
     }
 }
+
+/// How a condition is asked: the yes-or-no question chat models are tuned to answer
+/// (measured on SmolLM2-135M: asked "true or false?", it said `true` to every
+/// `keep_going` and `control_flow` ran into its loop limit).
+const DECISION_ASK: &str = "? Answer yes or no.";
+
+/// A condition's answer: one token, `Yes` or `No`.
+const DECISION_GRAMMAR: &str = r#"root ::= ("Yes" | "No")"#;
 
 fn failed(message: impl Into<String>) -> ProviderError {
     ProviderError::Transport {
@@ -190,7 +241,7 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
             ctx.clear_kv_cache();
             cached.clear();
         }
-        let result = answer(&model, &mut ctx, template.as_ref(), &mut cached, &job);
+        let result = answer(&model, path, &mut ctx, template.as_ref(), &mut cached, &job);
         if result.is_err() {
             // The cache's state is unknown after a failure: start afresh.
             ctx.clear_kv_cache();
@@ -202,19 +253,21 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
 
 fn answer(
     model: &LlamaModel,
+    file: &Path,
     ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
     template: Option<&LlamaChatTemplate>,
     cached: &mut Vec<LlamaToken>,
     job: &Job,
 ) -> Result<LlmResponse, ProviderError> {
-    let text = render(model, template, &job.prompt)? + &job.prefill;
+    let text = render(model, template, &job.prompt)?;
     let tokens = model.vocab().tokenize(text.as_bytes(), false, true);
     let budget = ctx.n_ctx() as usize;
     if tokens.len() + job.max_tokens as usize >= budget {
         return Err(failed(format!(
-            "the prompt has {} tokens and may need {} more for the answer, beyond the model's context of {budget}",
+            "the prompt has {} tokens and the answer may need {} more: beyond the context window of {budget} tokens of the model {}",
             tokens.len(),
-            job.max_tokens
+            job.max_tokens,
+            file.display()
         )));
     }
     // Reuse the longest common prefix; at least the last prompt token is evaluated, for
@@ -246,7 +299,7 @@ fn answer(
     let grammar = LlamaSampler::grammar(model, &job.grammar, "root")
         .map_err(|e| failed(format!("the answer's grammar: {e}")))?;
     let mut sampler = LlamaSampler::chain_simple([grammar, LlamaSampler::greedy()]);
-    let mut out: Vec<u8> = job.prefill.clone().into_bytes();
+    let mut out: Vec<u8> = Vec::new();
     let mut finish = Finish::Length;
     let vocab = model.vocab();
     for _ in 0..job.max_tokens {
@@ -265,8 +318,13 @@ fn answer(
         cached.push(token);
         position += 1;
     }
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    if job.decision {
+        let yes = text == "Yes";
+        text = format!(r#"{{"reason":"","answer":{yes}}}"#);
+    }
     Ok(LlmResponse {
-        text: String::from_utf8_lossy(&out).into_owned(),
+        text,
         finish,
         usage: Usage {
             input: tokens.len() as u64,

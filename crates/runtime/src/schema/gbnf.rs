@@ -110,23 +110,25 @@ impl Grammar {
             "null" => "\"null\"".to_owned(),
             "boolean" => "(\"true\" | \"false\")".to_owned(),
             "integer" => {
-                // Digits enough for the range; the range itself is validated after.
+                // Exactly the range: the bounds of the schema, or an `i64`'s when it
+                // gives none, so no answer is ever out of range.
                 let bound = |k: &str| map.get(k).and_then(JsonValue::as_i64);
-                match (bound("minimum"), bound("maximum")) {
-                    (Some(lo), Some(hi)) => {
-                        let digits = lo.unsigned_abs().max(hi.unsigned_abs()).to_string().len();
-                        let sign = if lo < 0 { "\"-\"? " } else { "" };
-                        if digits <= 1 {
-                            format!("{sign}[0-9]")
-                        } else {
-                            format!("{sign}([0-9] | [1-9] [0-9]{{1,{}}})", digits - 1)
-                        }
-                    }
-                    _ => "int".to_owned(),
+                let lo = bound("minimum").unwrap_or(i64::MIN);
+                let hi = bound("maximum").unwrap_or(i64::MAX);
+                if lo > hi {
+                    return "int".to_owned();
                 }
+                integer_range(i128::from(lo), i128::from(hi))
             }
             "number" => "number".to_owned(),
             "string" => {
+                if let Some(rule) = map
+                    .get("pattern")
+                    .and_then(JsonValue::as_str)
+                    .and_then(pattern)
+                {
+                    return rule;
+                }
                 let most = number("maxLength").unwrap_or(DEFAULT_MAX_STRING);
                 let least = number("minLength").unwrap_or(0).min(most);
                 if least == 0 && most == DEFAULT_MAX_STRING {
@@ -186,6 +188,135 @@ impl Grammar {
     }
 }
 
+/// A string matching a `pattern` as a grammar, for the patterns made of literal
+/// characters, character classes and `\\d`, each optionally repeated (`?`, `*`, `+`,
+/// `{n}`, `{n,m}`), anchored at both ends: what sap's own schemas use (an `aot` plan's
+/// `^<result_of_[0-9]+>$`). Anything else is `None`: any string, which validation then
+/// checks against the pattern.
+fn pattern(regex: &str) -> Option<String> {
+    let body = regex.strip_prefix('^')?.strip_suffix('$')?;
+    let chars: Vec<char> = body.chars().collect();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    let plain = |c: char| c.is_ascii_alphanumeric() || "<>_-:/ ,;=@#%&'!~`".contains(c);
+    while i < chars.len() {
+        let c = chars[i];
+        let atom = match c {
+            '[' => {
+                let end = i + chars[i..].iter().position(|&c| c == ']')?;
+                let class: String = chars[i + 1..end].iter().collect();
+                // A negated class could admit a quote or a control character.
+                if class.is_empty() || class.starts_with('^') || class.contains(['\\', '"', '[']) {
+                    return None;
+                }
+                i = end;
+                format!("[{class}]")
+            }
+            '\\' => {
+                i += 1;
+                match chars.get(i)? {
+                    'd' => "[0-9]".to_owned(),
+                    c if "./()[]{}?*+|^$-".contains(*c) => format!("\"{c}\""),
+                    _ => return None,
+                }
+            }
+            '.' => "char".to_owned(),
+            c if plain(c) => format!("\"{c}\""),
+            _ => return None,
+        };
+        i += 1;
+        let quantifier = match chars.get(i) {
+            Some(q @ ('?' | '*' | '+')) => {
+                i += 1;
+                q.to_string()
+            }
+            Some('{') => {
+                let end = i + chars[i..].iter().position(|&c| c == '}')?;
+                let counts: String = chars[i + 1..end].iter().collect();
+                if counts.is_empty() || !counts.chars().all(|c| c.is_ascii_digit() || c == ',') {
+                    return None;
+                }
+                i = end + 1;
+                format!("{{{counts}}}")
+            }
+            _ => String::new(),
+        };
+        parts.push(format!("{atom}{quantifier}"));
+    }
+    Some(format!("\"\\\"\" {} \"\\\"\"", parts.join(" ")))
+}
+
+/// The integers from `lo` to `hi` (inclusive), written without leading zeros.
+fn integer_range(lo: i128, hi: i128) -> String {
+    let mut alternatives = Vec::new();
+    if lo < 0 {
+        // The negative part: a minus sign and a magnitude of at least 1.
+        let magnitudes = natural_range((-hi).max(1) as u128, lo.unsigned_abs());
+        alternatives.push(format!("\"-\" {magnitudes}"));
+    }
+    if hi >= 0 {
+        alternatives.push(natural_range(lo.max(0) as u128, hi as u128));
+    }
+    group(&alternatives)
+}
+
+/// The natural numbers from `lo` to `hi` (`lo <= hi`), without leading zeros: for each
+/// length of numeral between theirs, the numerals of that length in range.
+fn natural_range(lo: u128, hi: u128) -> String {
+    let (lo, hi) = (lo.to_string(), hi.to_string());
+    let mut alternatives = Vec::new();
+    for length in lo.len()..=hi.len() {
+        let least = if length == lo.len() {
+            lo.clone()
+        } else {
+            format!("1{}", "0".repeat(length - 1))
+        };
+        let most = if length == hi.len() {
+            hi.clone()
+        } else {
+            "9".repeat(length)
+        };
+        alternatives.push(same_length(least.as_bytes(), most.as_bytes()));
+    }
+    group(&alternatives)
+}
+
+/// The digit strings from `lo` to `hi` (inclusive), both of the same length: for
+/// strings of one length, numeric order is the order of their digits.
+fn same_length(lo: &[u8], hi: &[u8]) -> String {
+    let n = lo.len();
+    if n == 0 {
+        return "\"\"".to_owned();
+    }
+    if lo.iter().all(|&d| d == b'0') && hi.iter().all(|&d| d == b'9') {
+        return format!("[0-9]{{{n}}}");
+    }
+    let (a, b) = (lo[0], hi[0]);
+    let rest = |x: &[u8], y: &[u8]| -> String {
+        if x.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", same_length(x, y))
+        }
+    };
+    if a == b {
+        return format!("\"{}\"{}", a as char, rest(&lo[1..], &hi[1..]));
+    }
+    let nines = vec![b'9'; n - 1];
+    let zeros = vec![b'0'; n - 1];
+    let mut alternatives = vec![format!("\"{}\"{}", a as char, rest(&lo[1..], &nines))];
+    if b - a > 1 {
+        let any = if n > 1 {
+            format!(" [0-9]{{{}}}", n - 1)
+        } else {
+            String::new()
+        };
+        alternatives.push(format!("[{}-{}]{any}", (a + 1) as char, (b - 1) as char));
+    }
+    alternatives.push(format!("\"{}\"{}", b as char, rest(&zeros, &hi[1..])));
+    group(&alternatives)
+}
+
 /// `(a | b | c)`, or `a` alone.
 fn group(alternatives: &[String]) -> String {
     match alternatives {
@@ -240,13 +371,96 @@ mod tests {
         assert!(g.contains(r#"r1 ::= "[" (r2 ("," r2){0,63})? "]""#), "{g}");
         assert!(g.contains("r2 ::= string\n"), "{g}");
         assert!(g.contains(r#"r3 ::= ("\"Low\"" | "\"High\"")"#), "{g}");
-        assert!(
-            g.contains(r#"r4 ::= "-"? ([0-9] | [1-9] [0-9]{1,9})"#),
-            "{g}"
-        );
+        assert!(g.contains(r#"r4 ::= ("-" ("#), "{g}");
         // A nullable string: the string rule, or null.
         assert!(g.contains("r5 ::= (r2 | r6)"), "{g}");
         assert!(g.contains("r6 ::= \"null\""), "{g}");
+    }
+
+    /// A regular expression for a range rule (the rules it makes use only literals,
+    /// digit classes, counts, groups and alternatives), anchored.
+    fn as_regex(rule: &str) -> regex::Regex {
+        let text: String = rule.replace(' ', "").replace('"', "");
+        regex::Regex::new(&format!("^(?:{text})$")).unwrap()
+    }
+
+    #[test]
+    fn an_integer_range_is_exact() {
+        let ranges: &[(i128, i128)] = &[
+            (0, 0),
+            (0, 9),
+            (0, 10),
+            (1, 100),
+            (7, 7),
+            (-5, 5),
+            (-100, -3),
+            (13, 4021),
+            (-999, 1000),
+            (998, 1002),
+        ];
+        for &(lo, hi) in ranges {
+            let re = as_regex(&integer_range(lo, hi));
+            for n in -1200..=4100 {
+                let inside = lo <= n && n <= hi;
+                assert_eq!(re.is_match(&n.to_string()), inside, "{n} in [{lo}, {hi}]");
+            }
+            // No leading zeros, no minus zero.
+            assert!(!re.is_match("01") && !re.is_match("-0") && !re.is_match("007"));
+        }
+        // The edges of `i32` and `i64`.
+        let re = as_regex(&integer_range(i32::MIN.into(), i32::MAX.into()));
+        for (n, inside) in [
+            (i128::from(i32::MAX), true),
+            (i128::from(i32::MAX) + 1, false),
+            (i128::from(i32::MIN), true),
+            (i128::from(i32::MIN) - 1, false),
+            (9_999_999_999, false),
+            (-1_000_000_000, true),
+            (1_999_999_999, true),
+        ] {
+            assert_eq!(re.is_match(&n.to_string()), inside, "{n}");
+        }
+        let re = as_regex(&integer_range(i64::MIN.into(), i64::MAX.into()));
+        for (n, inside) in [
+            (i128::from(i64::MAX), true),
+            (i128::from(i64::MAX) + 1, false),
+            (i128::from(i64::MIN), true),
+            (i128::from(i64::MIN) - 1, false),
+            (0, true),
+        ] {
+            assert_eq!(re.is_match(&n.to_string()), inside, "{n}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_range_admits_exactly_its_members(
+            a in -100_000i128..100_000,
+            b in -100_000i128..100_000,
+            n in -200_000i128..200_000,
+        ) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            let re = as_regex(&integer_range(lo, hi));
+            proptest::prop_assert_eq!(re.is_match(&n.to_string()), lo <= n && n <= hi);
+            proptest::prop_assert!(re.is_match(&lo.to_string()) && re.is_match(&hi.to_string()));
+        }
+    }
+
+    #[test]
+    fn a_simple_pattern_is_followed() {
+        let rule = pattern("^<result_of_[0-9]+>$").unwrap();
+        assert_eq!(
+            rule,
+            r#""\"" "<" "r" "e" "s" "u" "l" "t" "_" "o" "f" "_" [0-9]+ ">" "\"""#
+        );
+        let g = grammar(&json!({ "type": "string", "pattern": "^\\d{3}-[a-z]?$" }));
+        assert!(g.contains(r#"r0 ::= "\"" [0-9]{3} "-" [a-z]? "\"""#), "{g}");
+        // Unanchored, grouped or escaped beyond the subset: any string.
+        for p in ["<result_of_[0-9]+>", "^(a|b)$", "^\\w+$", "^[^\"]$"] {
+            assert_eq!(pattern(p), None, "{p}");
+            let g = grammar(&json!({ "type": "string", "pattern": p }));
+            assert!(g.starts_with("root ::= r0\nr0 ::= string\n"), "{g}");
+        }
     }
 
     #[test]

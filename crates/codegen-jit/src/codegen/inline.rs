@@ -1,0 +1,281 @@
+//! Inlining, two levels deep: a call to a small pure function on numbers is replaced by a
+//! copy of the callee's blocks, before the caller is compiled, and so are such calls in
+//! the copy. A call in compiled code
+//! costs a frame, saved registers and moves around it (Cranelift does not inline), and
+//! in call-heavy code — `fib` — that is most of the time; a function inlined into itself
+//! halves its calls.
+//!
+//! Nothing observable changes:
+//! - the order of operations is the callee's, so the same overflow or division by zero
+//!   is reported, at the same span;
+//! - an error in a copy records a frame on the sap stack for every call it stands for:
+//!   the callee's at the failing operation, then each caller's at its call;
+//! - a copy counts against the depth budget as the call did: its entry fails with the
+//!   callee's depth error when no level is left, and the calls it makes pass as many
+//!   levels fewer as copies enclose them.
+//!
+//! Calls in copies of copies stay calls: a recursive function is unrolled twice (`fib`
+//! makes a seventh of its calls), and `MAX_SITES` bounds how much a caller grows. The
+//! reference evaluator runs the IR as lowered; the JIT is tested against it.
+
+use ir::{Function, LocalDef, Module, Op, SrcSpan, Terminator};
+
+/// Instructions a callee may have and still be inlined.
+const MAX_CALLEE_INSTS: usize = 40;
+
+/// Call sites inlined into one caller at most, so a function of many small calls does
+/// not grow without bound.
+const MAX_SITES: usize = 16;
+
+/// Copies inside copies at most.
+const MAX_LEVEL: u32 = 2;
+
+/// One inlined call: the callee copied and the call it replaced.
+#[derive(Clone, Debug)]
+pub(super) struct InlineScope {
+    /// The callee's name, for its frame on the sap stack.
+    pub(super) function: String,
+    /// The callee's own span: where its depth error points.
+    pub(super) span: SrcSpan,
+    /// The call the copy replaced, for the caller's frame.
+    pub(super) call: Option<SrcSpan>,
+    /// The copy the call was in, if it was in one.
+    pub(super) parent: Option<usize>,
+    /// How many copies enclose this one's code, itself included (1 for a copy in the
+    /// function's own code).
+    pub(super) level: u32,
+}
+
+/// A block of inlined code: the copy it belongs to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct InlineFrame {
+    pub(super) scope: usize,
+    /// Whether this block is the copy's entry, where the depth budget is checked.
+    pub(super) entry: bool,
+}
+
+/// A function ready for code generation: the caller with its inlined calls, and for
+/// each of its blocks the copy it belongs to, if any.
+pub(super) struct Inlined {
+    pub(super) function: Function,
+    pub(super) scopes: Vec<InlineScope>,
+    pub(super) frames: Vec<Option<InlineFrame>>,
+}
+
+/// `f` with its calls to small pure functions inlined (or `f` as it is when it has
+/// none).
+pub(super) fn inline(module: &Module, f: &Function) -> Inlined {
+    let mut out = Inlined {
+        function: f.clone(),
+        scopes: Vec::new(),
+        frames: vec![None; f.blocks.len()],
+    };
+    let mut sites = 0;
+    let mut bi = 0;
+    while bi < out.function.blocks.len() && sites < MAX_SITES {
+        let level = out.frames[bi].map_or(0, |fr| out.scopes[fr.scope].level);
+        let found = (level < MAX_LEVEL)
+            .then(|| {
+                out.function.blocks[bi]
+                    .insts
+                    .iter()
+                    .enumerate()
+                    .find_map(|(ii, inst)| match &inst.op {
+                        Op::Call(callee, args) => {
+                            let g = &module.functions[*callee as usize];
+                            inlinable(g).then(|| (ii, g, args.clone()))
+                        }
+                        _ => None,
+                    })
+            })
+            .flatten();
+        if let Some((ii, g, args)) = found {
+            splice(&mut out, bi, ii, g, &args);
+            sites += 1;
+        }
+        // After a splice, the rest of the block is the continuation, scanned in its
+        // turn.
+        bi += 1;
+    }
+    out
+}
+
+/// Whether `g` can be inlined: pure, small, without loops, and working only on values
+/// that are not reference counted (so the copy needs no retains or releases).
+fn inlinable(g: &Function) -> bool {
+    let size: usize = g.blocks.iter().map(|b| b.insts.len()).sum();
+    g.effect == ir::Effect::Pure
+        && g.context.is_none()
+        && !g.ret.is_heap()
+        && size <= MAX_CALLEE_INSTS
+        && g.locals.iter().all(|l| !l.ty.is_heap())
+        && g.blocks.iter().all(|b| {
+            !matches!(b.term, Terminator::Loop(_))
+                && b.insts.iter().all(|i| {
+                    i.dest.as_ref().is_none_or(|(_, t)| !t.is_heap())
+                        && matches!(
+                            i.op,
+                            Op::Const(
+                                ir::Const::Unit
+                                    | ir::Const::Bool(_)
+                                    | ir::Const::Int(_)
+                                    | ir::Const::Float(_)
+                                    | ir::Const::Variant(..)
+                            ) | Op::Load(_)
+                                | Op::Store(..)
+                                | Op::Binary(..)
+                                | Op::Unary(..)
+                                | Op::Call(..)
+                        )
+                })
+        })
+}
+
+/// Replaces instruction `ii` of block `bi` of `f` (a call to `g` with `args`) by a copy
+/// of `g`: the block ends by storing the arguments into the copy's parameters and
+/// jumping to its entry; the copy's returns store the result and jump to a new block
+/// holding the rest of the original block.
+fn splice(out: &mut Inlined, bi: usize, ii: usize, g: &Function, args: &[ir::ValueId]) {
+    let f = &mut out.function;
+    let outer = out.frames[bi];
+    let local_base = f.locals.len() as u32;
+    let value_base = f.value_count;
+    let block_base = f.blocks.len() as u32;
+    f.locals.extend(g.locals.iter().map(|l| LocalDef {
+        name: format!("{}::{}", g.name, l.name),
+        ty: l.ty.clone(),
+    }));
+    let result = f.locals.len() as u32;
+    f.locals.push(LocalDef {
+        name: format!("{}::result", g.name),
+        ty: g.ret.clone(),
+    });
+    f.value_count += g.value_count;
+
+    let block = &mut f.blocks[bi];
+    let call = block.insts[ii].clone();
+    let scope = out.scopes.len();
+    out.scopes.push(InlineScope {
+        function: g.name.clone(),
+        span: g.span,
+        call: call.span,
+        parent: outer.map(|fr| fr.scope),
+        level: outer.map_or(0, |fr| out.scopes[fr.scope].level) + 1,
+    });
+    let rest: Vec<ir::Inst> = block.insts.split_off(ii + 1);
+    block.insts.pop();
+    let term = std::mem::replace(&mut block.term, Terminator::Jump(block_base));
+    for (i, a) in args.iter().enumerate() {
+        block.insts.push(ir::Inst {
+            dest: None,
+            op: Op::Store(local_base + i as u32, *a),
+            span: None,
+        });
+    }
+
+    // The copy: the callee's blocks with its locals, values and blocks renumbered.
+    let continuation = block_base + g.blocks.len() as u32;
+    for (gi, gb) in g.blocks.iter().enumerate() {
+        let mut insts: Vec<ir::Inst> = gb
+            .insts
+            .iter()
+            .map(|inst| ir::Inst {
+                dest: inst.dest.as_ref().map(|(v, t)| (v + value_base, t.clone())),
+                op: renumbered(&inst.op, local_base, value_base),
+                span: inst.span,
+            })
+            .collect();
+        let term = match &gb.term {
+            Terminator::Return(v) => {
+                insts.push(ir::Inst {
+                    dest: None,
+                    op: Op::Store(result, v + value_base),
+                    span: None,
+                });
+                Terminator::Jump(continuation)
+            }
+            Terminator::Jump(t) => Terminator::Jump(t + block_base),
+            Terminator::Loop(t) => Terminator::Loop(t + block_base),
+            Terminator::Branch(c, t, e) => {
+                Terminator::Branch(c + value_base, t + block_base, e + block_base)
+            }
+            Terminator::Switch(v, targets) => Terminator::Switch(
+                v + value_base,
+                targets.iter().map(|t| t + block_base).collect(),
+            ),
+            Terminator::Unreachable => Terminator::Unreachable,
+        };
+        f.blocks.push(ir::Block { insts, term });
+        out.frames.push(Some(InlineFrame {
+            scope,
+            entry: gi == 0,
+        }));
+    }
+
+    // The continuation: the call's result, then what followed the call.
+    let mut insts = vec![ir::Inst {
+        dest: call.dest.clone(),
+        op: Op::Load(result),
+        span: None,
+    }];
+    insts.extend(rest);
+    f.blocks.push(ir::Block { insts, term });
+    // It is in whatever copy the call was in.
+    out.frames.push(outer.map(|fr| InlineFrame {
+        scope: fr.scope,
+        entry: false,
+    }));
+}
+
+/// `op` of a callee, with its locals and values moved past the caller's.
+fn renumbered(op: &Op, locals: u32, values: u32) -> Op {
+    match op {
+        Op::Load(l) => Op::Load(l + locals),
+        Op::Store(l, v) => Op::Store(l + locals, v + values),
+        Op::Binary(o, t, a, b) => Op::Binary(*o, t.clone(), a + values, b + values),
+        Op::Unary(o, t, v) => Op::Unary(*o, t.clone(), v + values),
+        Op::Call(g, args) => Op::Call(*g, args.iter().map(|a| a + values).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(text: &str) -> Module {
+        let mut db = hir::Database::default();
+        db.add_file("main.sap", text);
+        lower::lower_workspace(&db).expect("the program checks")
+    }
+
+    #[test]
+    fn fib_is_unrolled_twice() {
+        let m = module(
+            "fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }\n\
+             fn main() -> () { print(to_string(fib(10))) }",
+        );
+        let fib = m.functions.iter().find(|f| f.name == "fib").unwrap();
+        let out = inline(&m, fib);
+        // Both calls were replaced by copies, and theirs by copies whose calls stay
+        // calls.
+        let calls = |f: &Function| {
+            f.blocks
+                .iter()
+                .flat_map(|b| &b.insts)
+                .filter(|i| matches!(i.op, Op::Call(..)))
+                .count()
+        };
+        assert_eq!(calls(fib), 2);
+        assert_eq!(calls(&out.function), 8);
+        assert_eq!(out.frames.len(), out.function.blocks.len());
+        assert_eq!(out.scopes.len(), 6);
+        assert_eq!(out.frames.iter().flatten().filter(|f| f.entry).count(), 6);
+        let levels: Vec<u32> = out.scopes.iter().map(|s| s.level).collect();
+        assert_eq!(levels.iter().filter(|&&l| l == 1).count(), 2);
+        assert_eq!(levels.iter().filter(|&&l| l == 2).count(), 4);
+        for s in &out.scopes {
+            assert_eq!(s.parent.is_some(), s.level == 2);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The in-process model against llama.cpp's own server, side by side in one run (issue
+# #19): the same GGUF (SmolLM2-135M-Instruct, from setup.sh), the same examples, this
+# machine's cores. For each example and each way of running it: exit status, model
+# calls, prompt tokens sent, prompt tokens *evaluated* (for `--provider local`, those
+# not reused from the KV cache, from `--stats`; for llama-server, its own counter
+# `llamacpp:prompt_tokens_total` from `/metrics`, read before and after the run, which
+# excludes what its slots' prompt caches reused), answer tokens, wall time and time per
+# answer.
+#
+#     tools/local-model/setup.sh && tools/local-model/vs-server.sh
+#
+# EXAMPLES="a b" runs only those (default: got_day_plan anot_cafes code_analysis react
+# inbox_triage). llama-server is built on the first run (see tools/real-models/install.sh)
+# and serves with `--ctx-size 8192 --parallel 2`, as tools/real-models/run.sh does.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source tools/real-models/install.sh
+install_llama_server
+model="${SAP_LOCAL_MODEL_CACHE:-$HOME/.cache/sap-local-model}/SmolLM2-135M-Instruct.gguf"
+[ -f "$model" ] || { echo "no model at $model: run tools/local-model/setup.sh" >&2; exit 1; }
+port=8777
+"$llama_server" --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 8192 \
+    --parallel 2 --metrics > "$root/vs-server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 240); do
+    curl -sf "http://127.0.0.1:$port/v1/models" > /dev/null && break
+    sleep 0.5
+done
+EXAMPLES="${EXAMPLES:-got_day_plan anot_cafes code_analysis react inbox_triage}" \
+    SAPC="${SAPC:-target/release/sapc}" MODEL="$model" PORT="$port" python3 - <<'PY'
+import os, re, subprocess, time, urllib.request
+
+sapc, model, port = os.environ["SAPC"], os.environ["MODEL"], os.environ["PORT"]
+
+def metric(name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    m = re.search(rf"^llamacpp:{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+def run(example, args):
+    start = time.perf_counter()
+    p = subprocess.run([sapc, "run", f"examples/{example}.sap", "--stats", *args],
+                       capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - start
+    line = next((l for l in p.stderr.splitlines() if "LLM calls" in l), "")
+    calls = int(re.match(r"(\d+) LLM calls", line).group(1)) if line else 0
+    m = re.search(r"tokens: (\d+) in(?: \((\d+) cached\))?, (\d+) out", line)
+    sent, cached, out = (int(m.group(1)), int(m.group(2) or 0), int(m.group(3))) if m else (0, 0, 0)
+    return p.returncode, calls, sent, cached, out, wall
+
+print("| example | run | exit | calls | prompt tokens | evaluated | answer tokens | wall time | per answer |")
+print("|---|---|---|---|---|---|---|---|---|")
+for example in os.environ["EXAMPLES"].split():
+    code, calls, sent, cached, out, wall = run(example, ["--provider", "local", "--model", model])
+    rows = [("local", code, calls, sent, sent - cached, out, wall)]
+    before = metric("prompt_tokens_total")
+    code, calls, sent, _, out, wall = run(example, [
+        "--provider", "llamacpp", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2"])
+    rows.append(("llama-server", code, calls, sent, int(metric("prompt_tokens_total") - before), out, wall))
+    for name, code, calls, sent, evaluated, out, wall in rows:
+        per = f"{wall / calls:.2f} s" if calls else "-"
+        print(f"| {example} | {name} | {code} | {calls} | {sent:,} | {evaluated:,} | {out:,} | {wall:.1f} s | {per} |")
+PY

