@@ -13,8 +13,9 @@
 //!   its caller's. The context keeps the tokens it last evaluated; a new prompt reuses
 //!   their longest common prefix and evaluates only the rest. The answer's usage reports
 //!   the prompt's tokens and how many were reused (`cached`), and `--stats` shows them.
-//! - **A condition is one token.** A Boolean condition is asked as the yes-or-no question
-//!   it is, and the model's one choice is `Yes` or `No`.
+//! - **A condition's answer is one token.** A Boolean condition is answered as its schema
+//!   asks, a sentence of reason (at most 200 characters) and then `true` or `false`;
+//!   `LOCAL_DECISION=token` asks the yes-or-no question alone, answered by one token.
 //! - **Deterministic.** Greedy decoding: the same program and model give the same run.
 //!
 //! `LOCAL_REUSE=0` in the environment turns the prefix reuse off, for measuring it.
@@ -131,7 +132,10 @@ impl Provider for LocalProvider {
             // The grammar gives the answer its shape; the schema in the prompt tells a
             // small model what the fields are for (`LOCAL_SCHEMA_IN_PROMPT=0` leaves it
             // out).
-            let decision = *request.schema == schema::decision_schema();
+            // A condition is answered as its schema asks, a short reason and then the
+            // answer's one token, unless `LOCAL_DECISION=token` asks for the token alone.
+            let decision = *request.schema == schema::decision_schema()
+                && std::env::var("LOCAL_DECISION").is_ok_and(|v| v == "token");
             let mut user = request.user_text();
             if decision {
                 // A condition is asked as the yes-or-no question it is, and answered
@@ -184,9 +188,12 @@ impl Provider for LocalProvider {
     }
 }
 
-/// How a condition is asked: the yes-or-no question chat models are tuned to answer
-/// (measured on SmolLM2-135M: asked "true or false?", it said `true` to every
-/// `keep_going` and `control_flow` ran into its loop limit).
+/// How a condition is asked with `LOCAL_DECISION=token`: the yes-or-no question chat
+/// models are tuned to answer. Measured on SmolLM2-135M, a choice without a reason
+/// follows the model's bias more than the question: asked "true or false?" it said
+/// `true` to every `keep_going` (`control_flow` ran into its loop limit), asked "yes or
+/// no?" it said `No` to every `task_complete` (`while_placeholders` did); with a
+/// sentence of reason first, both examples end. So the reason is the default.
 const DECISION_ASK: &str = "? Answer yes or no.";
 
 /// A condition's answer: one token, `Yes` or `No`.

@@ -380,7 +380,7 @@ mod tests {
     /// A regular expression for a range rule (the rules it makes use only literals,
     /// digit classes, counts, groups and alternatives), anchored.
     fn as_regex(rule: &str) -> regex::Regex {
-        let text: String = rule.replace(' ', "").replace('"', "");
+        let text: String = rule.replace([' ', '"'], "");
         regex::Regex::new(&format!("^(?:{text})$")).unwrap()
     }
 
