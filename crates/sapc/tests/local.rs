@@ -56,6 +56,18 @@ mod with_the_model {
         sapc(&args)
     }
 
+    /// The main example with `--provider local --model MODEL`.
+    fn main_example_with(model: &str) -> std::process::Output {
+        sapc(&[
+            "run",
+            "examples/code_analysis.sap",
+            "--provider",
+            "local",
+            "--model",
+            model,
+        ])
+    }
+
     /// `tokens: N in (M cached)` from `--stats`.
     fn tokens(o: &std::process::Output) -> (u64, u64) {
         let err = stderr(o);
@@ -187,14 +199,7 @@ fn main() -> () {
     #[test]
     fn a_missing_model_is_a_clear_error() {
         fails(
-            &sapc(&[
-                "run",
-                "examples/code_analysis.sap",
-                "--provider",
-                "local",
-                "--model",
-                "/no/such.gguf",
-            ]),
+            &main_example_with("/no/such.gguf"),
             2,
             "no model at /no/such.gguf",
         );
@@ -212,14 +217,7 @@ fn main() -> () {
         std::fs::write(&bad, b"GGUF but not really a model file").unwrap();
         let b = bad.to_str().unwrap();
         fails(
-            &sapc(&[
-                "run",
-                "examples/code_analysis.sap",
-                "--provider",
-                "local",
-                "--model",
-                b,
-            ]),
+            &main_example_with(b),
             2,
             &format!("cannot load the model {b}"),
         );
@@ -235,14 +233,7 @@ fn main() -> () {
             .set_len(1 << 40)
             .unwrap();
         let h = huge.to_str().unwrap();
-        let o = sapc(&[
-            "run",
-            "examples/code_analysis.sap",
-            "--provider",
-            "local",
-            "--model",
-            h,
-        ]);
+        let o = main_example_with(h);
         fails(
             &o,
             2,

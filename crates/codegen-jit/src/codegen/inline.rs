@@ -1,9 +1,8 @@
 //! Inlining, two levels deep: a call to a small pure function on numbers is replaced by a
-//! copy of the callee's blocks, before the caller is compiled, and so are such calls in
-//! the copy. A call in compiled code
-//! costs a frame, saved registers and moves around it (Cranelift does not inline), and
-//! in call-heavy code — `fib` — that is most of the time; a function inlined into itself
-//! halves its calls.
+//! copy of the callee's blocks before the caller is compiled, and so are such calls in
+//! the copy. A call in compiled code costs a frame, saved registers and moves around it
+//! (Cranelift does not inline), and in call-heavy code — `fib` — that is most of the
+//! time.
 //!
 //! Nothing observable changes:
 //! - the order of operations is the callee's, so the same overflow or division by zero
