@@ -170,7 +170,7 @@ pub extern "C" fn sap_binary(env: &mut Env<'_>, desc: &BinaryDesc, a: i64, b: i6
             BinOp::Concat => match (&x, &y) {
                 (Value::Str(p), Value::Str(q)) => {
                     let joined = new_obj(Slot::Val(Value::str(&format!("{p}{q}"))));
-                    heap::mark(joined, first_origin(&[heap::origin(a), heap::origin(b)]));
+                    heap::mark(joined, first_origin([heap::origin(a), heap::origin(b)]));
                     joined
                 }
                 _ => 0,
@@ -245,7 +245,7 @@ pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Wo
             (Some(Builtin::ReadFile), _) => heap::origin_id("std:read_file"),
             (None, Some(origin)) => origin,
             // A builtin's or a host extern's result follows its arguments.
-            _ => first_origin(&origins),
+            _ => first_origin(origins.iter().copied()),
         };
         heap::mark_value(&desc.ret, word, origin);
         Ok(word)
@@ -253,8 +253,8 @@ pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Wo
 }
 
 /// The first nonzero origin.
-fn first_origin(origins: &[u32]) -> u32 {
-    origins.iter().copied().find(|&o| o != 0).unwrap_or(0)
+fn first_origin(origins: impl IntoIterator<Item = u32>) -> u32 {
+    origins.into_iter().find(|&o| o != 0).unwrap_or(0)
 }
 
 /// The run's own check of the checker's E0134: an argument marked as coming from
@@ -463,13 +463,12 @@ pub extern "C" fn sap_struct(env: &mut Env<'_>, desc: &StructDesc, fields: Words
             .zip(raw)
             .map(|(t, r)| to_value(host, t, *r))
             .collect();
-        let origin = desc
-            .fields
-            .iter()
-            .zip(raw)
-            .map(|(t, r)| heap::deep_origin(t, *r))
-            .find(|&o| o != 0)
-            .unwrap_or(0);
+        let origin = first_origin(
+            desc.fields
+                .iter()
+                .zip(raw)
+                .map(|(t, r)| heap::deep_origin(t, *r)),
+        );
         let word = new_obj(Slot::Val(Value::Struct(Arc::new(StructValue {
             ty: s.clone(),
             fields,

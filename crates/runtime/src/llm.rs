@@ -39,10 +39,15 @@ pub struct Correction {
 impl LlmRequest {
     /// The user turn: context, then instruction.
     pub fn user_text(&self) -> String {
+        self.user_turn(&self.instruction)
+    }
+
+    /// The user turn with another wording of the call-site instruction.
+    pub fn user_turn(&self, instruction: &str) -> String {
         if self.context.is_empty() {
-            self.instruction.clone()
+            instruction.to_owned()
         } else {
-            format!("{}\n{}", self.context, self.instruction)
+            format!("{}\n{instruction}", self.context)
         }
     }
 

@@ -54,7 +54,7 @@ pub(super) struct FnCg<'a, 'b> {
     /// For each local appended to in place, the parts of its list (see `Appender`).
     pub(super) appenders: HashMap<u32, Appender>,
     /// The inlined calls, and for each IR block the one it belongs to, if any.
-    pub(super) inlined: &'a Inlined,
+    pub(super) inlined: &'a Inlined<'a>,
     /// The IR block being compiled.
     pub(super) block: usize,
 }
@@ -170,7 +170,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         module: &'a Module,
         pins: &'a mut Vec<Pin>,
         callees: Callees<'a>,
-        inlined: &'a Inlined,
+        inlined: &'a Inlined<'a>,
     ) -> Self {
         FnCg {
             b,

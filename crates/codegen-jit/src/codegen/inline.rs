@@ -17,6 +17,8 @@
 //! makes a seventh of its calls), and `MAX_SITES` bounds how much a caller grows. The
 //! reference evaluator runs the IR as lowered; the JIT is tested against it.
 
+use std::borrow::Cow;
+
 use ir::{Function, LocalDef, Module, Op, SrcSpan, Terminator};
 
 /// Instructions a callee may have and still be inlined.
@@ -55,17 +57,18 @@ pub(super) struct InlineFrame {
 
 /// A function ready for code generation: the caller with its inlined calls, and for
 /// each of its blocks the copy it belongs to, if any.
-pub(super) struct Inlined {
-    pub(super) function: Function,
+pub(super) struct Inlined<'f> {
+    /// The function itself when it has no call to inline (most do not).
+    pub(super) function: Cow<'f, Function>,
     pub(super) scopes: Vec<InlineScope>,
     pub(super) frames: Vec<Option<InlineFrame>>,
 }
 
 /// `f` with its calls to small pure functions inlined (or `f` as it is when it has
 /// none).
-pub(super) fn inline(module: &Module, f: &Function) -> Inlined {
+pub(super) fn inline<'f>(module: &Module, f: &'f Function) -> Inlined<'f> {
     let mut out = Inlined {
-        function: f.clone(),
+        function: Cow::Borrowed(f),
         scopes: Vec::new(),
         frames: vec![None; f.blocks.len()],
     };
@@ -134,8 +137,8 @@ fn inlinable(g: &Function) -> bool {
 /// of `g`: the block ends by storing the arguments into the copy's parameters and
 /// jumping to its entry; the copy's returns store the result and jump to a new block
 /// holding the rest of the original block.
-fn splice(out: &mut Inlined, bi: usize, ii: usize, g: &Function, args: &[ir::ValueId]) {
-    let f = &mut out.function;
+fn splice(out: &mut Inlined<'_>, bi: usize, ii: usize, g: &Function, args: &[ir::ValueId]) {
+    let f = out.function.to_mut();
     let outer = out.frames[bi];
     let local_base = f.locals.len() as u32;
     let value_base = f.value_count;

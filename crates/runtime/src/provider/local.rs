@@ -53,6 +53,13 @@ struct Job {
 pub struct LocalProvider {
     jobs: mpsc::Sender<Job>,
     model: String,
+    /// `LOCAL_DECISION=token`: a condition is the yes-or-no question alone, answered by
+    /// one token (see `DECISION_ASK`).
+    decision_token: bool,
+    /// The answer's JSON Schema written into the prompt (`LOCAL_SCHEMA_IN_PROMPT=0`
+    /// leaves it out): the grammar gives the answer its shape, the schema tells a small
+    /// model what the fields are for.
+    schema_in_prompt: bool,
 }
 
 impl LocalProvider {
@@ -79,7 +86,12 @@ impl LocalProvider {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(LocalProvider { jobs, model })
+        Ok(LocalProvider {
+            jobs,
+            model,
+            decision_token: std::env::var("LOCAL_DECISION").is_ok_and(|v| v == "token"),
+            schema_in_prompt: std::env::var("LOCAL_SCHEMA_IN_PROMPT").map_or(true, |v| v != "0"),
+        })
     }
 }
 
@@ -129,32 +141,20 @@ impl Provider for LocalProvider {
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
-            // The grammar gives the answer its shape; the schema in the prompt tells a
-            // small model what the fields are for (`LOCAL_SCHEMA_IN_PROMPT=0` leaves it
-            // out).
-            // A condition is answered as its schema asks, a short reason and then the
-            // answer's one token, unless `LOCAL_DECISION=token` asks for the token alone.
-            let decision = *request.schema == schema::decision_schema()
-                && std::env::var("LOCAL_DECISION").is_ok_and(|v| v == "token");
-            let mut user = request.user_text();
-            if decision {
-                // A condition is asked as the yes-or-no question it is, and answered
-                // with one token (the reason the instruction asks servers for is not
-                // written).
-                if let Some(question) = request.instruction.strip_suffix(DECIDE_ASK) {
-                    let asked = format!("{question}{DECISION_ASK}");
-                    user = if request.context.is_empty() {
-                        asked
-                    } else {
-                        format!("{}\n{asked}", request.context)
-                    };
-                }
-            } else if std::env::var("LOCAL_SCHEMA_IN_PROMPT").map_or(true, |v| v != "0") {
-                user.push_str(&format!(
-                    "\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+            let decision = self.decision_token && *request.schema == schema::decision_schema();
+            let question = request.instruction.strip_suffix(DECIDE_ASK);
+            let user = if let Some(question) = question.filter(|_| decision) {
+                // Asked alone: the reason the instruction asks servers for is not written.
+                request.user_turn(&format!("{question}{DECISION_ASK}"))
+            } else if self.schema_in_prompt && !decision {
+                format!(
+                    "{}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+                    request.user_text(),
                     target::for_prompt(&request.schema)
-                ));
-            }
+                )
+            } else {
+                request.user_text()
+            };
             let mut prompt = vec![
                 ("system".to_owned(), request.system.to_string()),
                 ("user".to_owned(), user),
