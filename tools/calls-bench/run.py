@@ -6,7 +6,8 @@ arithmetic (`-C overflow-checks=on`, what sap's `+` does), side by side in one r
 
     python3 tools/calls-bench/run.py [--sapc [LABEL=]PATH ...] [--repeat 11]
 
-Prints a Markdown table of median and best wall times, and each sap's ratio to both.
+Prints a Markdown table of median and best wall times, and each sap's ratio to both. The
+commands run in turn, round after round (a shared machine's slow stretches fall on all).
 """
 
 import argparse
@@ -35,15 +36,17 @@ fn main() {
 """
 
 
-def timed(cmd, repeat):
-    times = []
+def timed(cmds, repeat):
+    """Median and best wall time of each command, run in turn round after round, so a
+    slow stretch of a shared machine falls on all of them alike."""
+    times = [[] for _ in cmds]
     for _ in range(repeat):
-        start = time.perf_counter()
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-        times.append((time.perf_counter() - start) * 1000)
-        assert out.stdout.strip() == "9227465", out.stdout
-    times.sort()
-    return times[len(times) // 2], times[0]
+        for i, cmd in enumerate(cmds):
+            start = time.perf_counter()
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            times[i].append((time.perf_counter() - start) * 1000)
+            assert out.stdout.strip() == "9227465", out.stdout
+    return [(sorted(t)[len(t) // 2], min(t)) for t in times]
 
 
 def main():
@@ -65,12 +68,14 @@ def main():
         subprocess.run(["rustc", "-O", "fib.rs", "-o", wrapping], cwd=d, check=True)
         subprocess.run(["rustc", "-O", "-C", "overflow-checks=on", "fib.rs", "-o", checked],
                        cwd=d, check=True)
-        rows = [("`rustc -O`", timed([wrapping], args.repeat)),
-                ("`rustc -O -C overflow-checks=on`", timed([checked], args.repeat))]
+        names = ["`rustc -O`", "`rustc -O -C overflow-checks=on`"]
+        cmds = [[wrapping], [checked]]
+        program = os.path.join(d, "fib.sap")
         for label, path in binaries:
             subprocess.run([path, "build", "fib.sap"], cwd=d, check=True, capture_output=True)
-            program = os.path.join(d, "fib.sap")
-            rows.append((f"`sapc run` ({label})", timed([path, "run", program], args.repeat)))
+            names.append(f"`sapc run` ({label})")
+            cmds.append([path, "run", program])
+        rows = list(zip(names, timed(cmds, args.repeat)))
     plain, checked_t = rows[0][1][0], rows[1][1][0]
     print("| fib(35), whole process | median | best | / rustc -O | / checked rustc -O |")
     print("|---|---|---|---|---|")
