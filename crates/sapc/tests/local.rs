@@ -147,6 +147,43 @@ fn main(ctx: Context) -> () {
     }
 
     #[test]
+    fn calls_that_come_back_to_a_prefix_find_it_cached() {
+        // Two sibling calls alternate: with one sequence in the KV cache each would
+        // evaluate its long paragraph afresh every time; with several, the second round
+        // finds both prompts cached whole (all but the last token).
+        let text = r#"
+fn about(ctx: Context, text: String) -> String {
+    "Name the place this text is about, in one word."!
+    text!
+}
+
+fn main(ctx: Context) -> () {
+    "You answer in one word."!
+    let round = 0
+    while round < 2 {
+        print(about(ctx, "The museum of art sits at the end of a long parkway lined with flags. Its steps are famous from a film about a boxer who runs up them at dawn, and visitors still run up them to take photographs of the skyline."))
+        print(about(ctx, "The market hall is a covered market under an old railway shed, with stalls selling sandwiches, doughnuts, cheese, fish and flowers, and long counters where people eat breakfast before work."))
+        round = round + 1
+    }
+}
+"#;
+        let (_dir, file) = program("local_siblings", text);
+        let o = run(file.to_str().unwrap(), &[]);
+        ok(&o);
+        let (input, cached) = tokens(&o);
+        // Four prompts of about the same length: the last two are cached but for one
+        // token each, so at least half of all prompt tokens come from the cache.
+        assert!(
+            2 * cached + 8 >= input,
+            "{input} in, {cached} cached: {}",
+            stderr(&o)
+        );
+        let lines: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+        assert_eq!(lines.len(), 4, "{}", stdout(&o));
+        assert_eq!((&lines[0], &lines[1]), (&lines[2], &lines[3]));
+    }
+
+    #[test]
     fn answers_follow_their_type_and_parallel_calls_queue() {
         let text = r#"
 enum Mood { Calm, Angry }

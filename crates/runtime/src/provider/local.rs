@@ -10,9 +10,13 @@
 //!   never needs repairing for its shape.
 //! - **The call stack is a KV cache.** A prompt is the system turn, the rendered context
 //!   (outermost frame first) and the call-site instruction, so a callee's prompt extends
-//!   its caller's. The context keeps the tokens it last evaluated; a new prompt reuses
-//!   their longest common prefix and evaluates only the rest. The answer's usage reports
-//!   the prompt's tokens and how many were reused (`cached`), and `--stats` shows them.
+//!   its caller's. The KV cache keeps `SEQUENCES` sequences of evaluated tokens in one
+//!   pool of cells (`Cache`); a new prompt reuses the longest prefix any of them holds
+//!   and evaluates only the rest, and a sibling call's shared prefix is copied rather
+//!   than truncating the sequence it came from. The answer's usage reports the prompt's
+//!   tokens and how many were reused (`cached`), and `--stats` shows them.
+//! - **Sampling asks the grammar about one token.** The greedy choice is checked against
+//!   the grammar, which is applied to the whole vocabulary only when it refuses it.
 //! - **A condition's answer is one token.** A Boolean condition is answered as its schema
 //!   asks, a sentence of reason (at most 200 characters) and then `true` or `false`;
 //!   `LOCAL_DECISION=token` asks the yes-or-no question alone, answered by one token.
@@ -31,6 +35,8 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 
 use crate::call::DECIDE_ASK;
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
@@ -56,10 +62,9 @@ pub struct LocalProvider {
     /// `LOCAL_DECISION=token`: a condition is the yes-or-no question alone, answered by
     /// one token (see `DECISION_ASK`).
     decision_token: bool,
-    /// The answer's JSON Schema written into the prompt (`LOCAL_SCHEMA_IN_PROMPT=0`
-    /// leaves it out): the grammar gives the answer its shape, the schema tells a small
-    /// model what the fields are for.
-    schema_in_prompt: bool,
+    /// Where the answer's JSON Schema is written into the prompt: the grammar gives the
+    /// answer its shape, the schema tells a small model what the fields are for.
+    schema_place: SchemaPlace,
 }
 
 impl LocalProvider {
@@ -90,7 +95,11 @@ impl LocalProvider {
             jobs,
             model,
             decision_token: std::env::var("LOCAL_DECISION").is_ok_and(|v| v == "token"),
-            schema_in_prompt: std::env::var("LOCAL_SCHEMA_IN_PROMPT").map_or(true, |v| v != "0"),
+            schema_place: match std::env::var("LOCAL_SCHEMA_IN_PROMPT").as_deref() {
+                Ok("0") => SchemaPlace::Nowhere,
+                Ok("end") => SchemaPlace::End,
+                _ => SchemaPlace::System,
+            },
         })
     }
 }
@@ -143,22 +152,28 @@ impl Provider for LocalProvider {
         Box::pin(async move {
             let decision = self.decision_token && *request.schema == schema::decision_schema();
             let question = request.instruction.strip_suffix(DECIDE_ASK);
+            let schema = (self.schema_place != SchemaPlace::Nowhere && !decision).then(|| {
+                format!(
+                    "Answer with one JSON value matching this JSON Schema, and nothing else:\n{}",
+                    target::for_prompt(&request.schema)
+                )
+            });
             let user = if let Some(question) = question.filter(|_| decision) {
                 // Asked alone: the reason the instruction asks servers for is not written.
                 request.user_turn(&format!("{question}{DECISION_ASK}"))
-            } else if self.schema_in_prompt && !decision {
-                format!(
-                    "{}\n\nAnswer with one JSON value matching this JSON Schema, and nothing else:\n{}",
-                    request.user_text(),
-                    target::for_prompt(&request.schema)
-                )
+            } else if let Some(schema) = schema
+                .as_ref()
+                .filter(|_| self.schema_place == SchemaPlace::End)
+            {
+                format!("{}\n\n{schema}", request.user_text())
             } else {
                 request.user_text()
             };
-            let mut prompt = vec![
-                ("system".to_owned(), request.system.to_string()),
-                ("user".to_owned(), user),
-            ];
+            let system = match schema.filter(|_| self.schema_place == SchemaPlace::System) {
+                Some(schema) => format!("{}\n\n{schema}", request.system),
+                None => request.system.to_string(),
+            };
+            let mut prompt = vec![("system".to_owned(), system), ("user".to_owned(), user)];
             for c in &request.corrections {
                 prompt.push(("assistant".to_owned(), c.answer.clone()));
                 prompt.push(("user".to_owned(), c.message.clone()));
@@ -186,6 +201,20 @@ impl Provider for LocalProvider {
             })?
         })
     }
+}
+
+/// Where a prompt gives the answer's JSON Schema (`LOCAL_SCHEMA_IN_PROMPT`: `0` for
+/// nowhere, `end` after the instruction, anything else the system turn).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SchemaPlace {
+    Nowhere,
+    /// In the system turn, before the context: calls asking for the same type share
+    /// it in their prompts' prefix, so it is evaluated once for all of them (the 150
+    /// `judge` calls of `anot_cafes`).
+    System,
+    /// After the call-site instruction, where a model reads it last, but evaluated
+    /// anew at every call: it follows the context, which differs from call to call.
+    End,
 }
 
 /// How a condition is asked with `LOCAL_DECISION=token`: the yes-or-no question chat
@@ -229,6 +258,9 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
             CONTEXT_TOKENS.min(model.n_ctx_train().max(512)),
         ))
         .with_n_batch(BATCH as u32)
+        .with_n_seq_max(SEQUENCES as u32)
+        // One pool of cells for every sequence: a copied prefix shares its cells.
+        .with_kv_unified(true)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let mut ctx = match model.new_context(&backend, params) {
@@ -241,29 +273,149 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
     let template = model.chat_template(None).ok();
     let _ = ready.send(Ok(()));
     let reuse = std::env::var("LOCAL_REUSE").map_or(true, |v| v != "0");
-    // The tokens whose keys and values the context holds, in order.
-    let mut cached: Vec<LlamaToken> = Vec::new();
+    let mut cache = Cache::default();
     while let Ok(job) = queue.recv() {
         if !reuse {
-            ctx.clear_kv_cache();
-            cached.clear();
+            cache.clear(&mut ctx);
         }
-        let result = answer(&model, path, &mut ctx, template.as_ref(), &mut cached, &job);
+        let result = answer(&model, path, &mut ctx, template.as_ref(), &mut cache, &job);
         if result.is_err() {
             // The cache's state is unknown after a failure: start afresh.
-            ctx.clear_kv_cache();
-            cached.clear();
+            cache.clear(&mut ctx);
         }
         let _ = job.reply.send(result);
+    }
+}
+
+/// Sequences the KV cache keeps at once, in one pool of `CONTEXT_TOKENS` cells.
+const SEQUENCES: usize = 4;
+
+type Context<'m> = llama_cpp_2::context::LlamaContext<'m>;
+
+/// What the KV cache holds: for each sequence, the tokens whose keys and values it has,
+/// in order, and when it was last used.
+///
+/// A prompt is the context stack rendered outermost frame first, so prompts that share
+/// frames share a prefix. A new prompt goes to the sequence holding the longest prefix
+/// of it. When it extends all of that sequence, it is evaluated there; when it leaves
+/// it part way (a sibling call: another item of a `parallel for`, another branch of a
+/// plan), the shared prefix is copied — the copy shares the cells, nothing is
+/// evaluated — into the sequence used longest ago, and the prompt is evaluated there,
+/// so the tail it left stays cached for the calls that come back to it.
+#[derive(Default)]
+struct Cache {
+    sequences: [Sequence; SEQUENCES],
+    clock: u64,
+}
+
+#[derive(Default)]
+struct Sequence {
+    tokens: Vec<LlamaToken>,
+    used: u64,
+}
+
+impl Cache {
+    fn clear(&mut self, ctx: &mut Context<'_>) {
+        ctx.clear_kv_cache();
+        *self = Cache::default();
+    }
+
+    /// The sequence `prompt` is evaluated in, holding its first tokens (how many is
+    /// returned): at least the last prompt token is left to evaluate, for the logits of
+    /// the answer's first token.
+    fn place(
+        &mut self,
+        ctx: &mut Context<'_>,
+        prompt: &[LlamaToken],
+    ) -> Result<(usize, usize), ProviderError> {
+        let limit = prompt.len().saturating_sub(1);
+        let shared = |s: &Sequence| {
+            let n = s
+                .tokens
+                .iter()
+                .zip(prompt)
+                .take_while(|(a, b)| a == b)
+                .count();
+            n.min(limit)
+        };
+        let (best, common) = self
+            .sequences
+            .iter()
+            .map(shared)
+            .enumerate()
+            .max_by_key(|&(i, n)| (n, self.sequences[i].used))
+            .expect("at least one sequence");
+        let target = if common == self.sequences[best].tokens.len() {
+            best
+        } else {
+            let victim = (0..SEQUENCES)
+                .filter(|&i| i != best)
+                .min_by_key(|&i| self.sequences[i].used)
+                .unwrap_or(best);
+            if victim != best {
+                remove(ctx, victim, 0)?;
+                if common > 0 {
+                    ctx.copy_kv_cache_seq(best as i32, victim as i32, None, Some(common as u32))
+                        .map_err(|e| failed(format!("the KV cache: {e}")))?;
+                }
+                let tokens = self.sequences[best].tokens[..common].to_vec();
+                self.sequences[victim].tokens = tokens;
+            }
+            victim
+        };
+        remove(ctx, target, common)?;
+        self.sequences[target].tokens.truncate(common);
+        self.clock += 1;
+        self.sequences[target].used = self.clock;
+        Ok((target, common))
+    }
+
+    /// Frees the cells of the sequence used longest ago that holds any, other than
+    /// `keeping`; false when there is none.
+    fn evict(&mut self, ctx: &mut Context<'_>, keeping: usize) -> Result<bool, ProviderError> {
+        let Some(victim) = (0..SEQUENCES)
+            .filter(|&i| i != keeping && !self.sequences[i].tokens.is_empty())
+            .min_by_key(|&i| self.sequences[i].used)
+        else {
+            return Ok(false);
+        };
+        remove(ctx, victim, 0)?;
+        self.sequences[victim] = Sequence::default();
+        Ok(true)
+    }
+}
+
+/// Removes sequence `seq`'s tokens from position `from` on.
+fn remove(ctx: &mut Context<'_>, seq: usize, from: usize) -> Result<(), ProviderError> {
+    ctx.clear_kv_cache_seq(Some(seq as u32), Some(from as u32), None)
+        .map_err(|e| failed(format!("the KV cache: {e}")))?;
+    Ok(())
+}
+
+/// Evaluates `batch` in sequence `seq`, making room by evicting other sequences when
+/// the cells are full.
+fn decode(
+    ctx: &mut Context<'_>,
+    cache: &mut Cache,
+    seq: usize,
+    batch: &mut LlamaBatch,
+    what: &str,
+) -> Result<(), ProviderError> {
+    loop {
+        match ctx.decode(batch) {
+            Ok(()) => return Ok(()),
+            Err(llama_cpp_2::DecodeError::NoKvCacheSlot) if cache.evict(ctx, seq)? => {}
+            Err(e) => return Err(failed(format!("{what}: {e}"))),
+        }
     }
 }
 
 fn answer(
     model: &LlamaModel,
     file: &Path,
-    ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
+    ctx: &mut Context<'_>,
     template: Option<&LlamaChatTemplate>,
-    cached: &mut Vec<LlamaToken>,
+    cache: &mut Cache,
     job: &Job,
 ) -> Result<LlmResponse, ProviderError> {
     let text = render(model, template, &job.prompt)?;
@@ -277,17 +429,8 @@ fn answer(
             file.display()
         )));
     }
-    // Reuse the longest common prefix; at least the last prompt token is evaluated, for
-    // the logits of the first answer token.
-    let mut common = cached
-        .iter()
-        .zip(&tokens)
-        .take_while(|(a, b)| a == b)
-        .count();
-    common = common.min(tokens.len().saturating_sub(1));
-    ctx.kv_cache_seq_rm(0, Some(common as u32), None)
-        .map_err(|e| failed(format!("the KV cache: {e}")))?;
-    cached.truncate(common);
+    let (seq, common) = cache.place(ctx, &tokens)?;
+    let ids = [seq as i32];
     let mut batch = LlamaBatch::new(BATCH, 1);
     let mut position = common;
     for chunk in tokens[common..].chunks(BATCH) {
@@ -295,22 +438,21 @@ fn answer(
         for (i, &t) in chunk.iter().enumerate() {
             let last = position + i + 1 == tokens.len();
             batch
-                .add(t, (position + i) as i32, &[0], last)
+                .add(t, (position + i) as i32, &ids, last)
                 .map_err(|e| failed(format!("a batch: {e}")))?;
         }
-        ctx.decode(&mut batch)
-            .map_err(|e| failed(format!("evaluating the prompt: {e}")))?;
-        cached.extend_from_slice(chunk);
+        decode(ctx, cache, seq, &mut batch, "evaluating the prompt")?;
+        cache.sequences[seq].tokens.extend_from_slice(chunk);
         position += chunk.len();
     }
-    let grammar = LlamaSampler::grammar(model, &job.grammar, "root")
+    let mut grammar = LlamaSampler::grammar(model, &job.grammar, "root")
         .map_err(|e| failed(format!("the answer's grammar: {e}")))?;
-    let mut sampler = LlamaSampler::chain_simple([grammar, LlamaSampler::greedy()]);
     let mut out: Vec<u8> = Vec::new();
     let mut finish = Finish::Length;
     let vocab = model.vocab();
     for _ in 0..job.max_tokens {
-        let token = sampler.sample(ctx, -1);
+        let token = next_token(ctx, &mut grammar);
+        grammar.accept(token);
         if vocab.is_eog(token) {
             finish = Finish::Stop;
             break;
@@ -318,11 +460,10 @@ fn answer(
         out.extend(vocab.token_to_piece(token, false, None));
         batch.clear();
         batch
-            .add(token, position as i32, &[0], true)
+            .add(token, position as i32, &ids, true)
             .map_err(|e| failed(format!("a batch: {e}")))?;
-        ctx.decode(&mut batch)
-            .map_err(|e| failed(format!("generating: {e}")))?;
-        cached.push(token);
+        decode(ctx, cache, seq, &mut batch, "generating")?;
+        cache.sequences[seq].tokens.push(token);
         position += 1;
     }
     let mut text = String::from_utf8_lossy(&out).into_owned();
@@ -342,6 +483,45 @@ fn answer(
         structured: Some("grammar"),
         sampling: Some("greedy".to_owned()),
     })
+}
+
+/// The next token, greedy under the grammar. The best token of the whole vocabulary is
+/// taken when the grammar allows it, which asks the grammar about one token; only when
+/// it does not is the grammar applied to every token (as llama.cpp's server samples).
+/// Either way the token is the first of the highest logit among those the grammar
+/// allows, the one a pass over the whole vocabulary would choose, so answers are
+/// unchanged; a grammar pass over SmolLM2's 49,152 tokens costs more than evaluating
+/// the token.
+fn next_token(ctx: &Context<'_>, grammar: &mut LlamaSampler) -> LlamaToken {
+    let logits = ctx.get_logits_ith(-1);
+    let best = first_max(logits.iter().copied().enumerate());
+    let mut one = LlamaTokenDataArray::new(
+        vec![LlamaTokenData::new(
+            LlamaToken::new(best as i32),
+            logits[best],
+            0.0,
+        )],
+        false,
+    );
+    grammar.apply(&mut one);
+    if one.data[0].logit() > f32::NEG_INFINITY {
+        return LlamaToken::new(best as i32);
+    }
+    let mut all = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+    grammar.apply(&mut all);
+    let i = first_max(all.data.iter().map(|t| t.logit()).enumerate());
+    all.data[i].id()
+}
+
+/// The index of the first greatest value (the one llama.cpp's greedy sampler takes).
+fn first_max(values: impl Iterator<Item = (usize, f32)>) -> usize {
+    let mut best = (0, f32::NEG_INFINITY);
+    for (i, v) in values {
+        if v > best.1 {
+            best = (i, v);
+        }
+    }
+    best.0
 }
 
 /// The prompt text: the model's chat template over the turns, ending where the
