@@ -150,9 +150,17 @@ impl Provider for LocalProvider {
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
         Box::pin(async move {
-            let decision = self.decision_token && *request.schema == schema::decision_schema();
+            let condition = *request.schema == schema::decision_schema();
+            let decision = self.decision_token && condition;
             let question = request.instruction.strip_suffix(DECIDE_ASK);
-            let schema = (self.schema_place != SchemaPlace::Nowhere && !decision).then(|| {
+            // A condition's schema stays after its question: in the system turn, SmolLM2
+            // answered `keep_going` with `true` every time (`control_flow` ran into its
+            // loop limit), and a condition's prompt is short.
+            let place = match self.schema_place {
+                SchemaPlace::System if condition => SchemaPlace::End,
+                place => place,
+            };
+            let schema = (place != SchemaPlace::Nowhere && !decision).then(|| {
                 format!(
                     "Answer with one JSON value matching this JSON Schema, and nothing else:\n{}",
                     target::for_prompt(&request.schema)
@@ -161,15 +169,12 @@ impl Provider for LocalProvider {
             let user = if let Some(question) = question.filter(|_| decision) {
                 // Asked alone: the reason the instruction asks servers for is not written.
                 request.user_turn(&format!("{question}{DECISION_ASK}"))
-            } else if let Some(schema) = schema
-                .as_ref()
-                .filter(|_| self.schema_place == SchemaPlace::End)
-            {
+            } else if let Some(schema) = schema.as_ref().filter(|_| place == SchemaPlace::End) {
                 format!("{}\n\n{schema}", request.user_text())
             } else {
                 request.user_text()
             };
-            let system = match schema.filter(|_| self.schema_place == SchemaPlace::System) {
+            let system = match schema.filter(|_| place == SchemaPlace::System) {
                 Some(schema) => format!("{}\n\n{schema}", request.system),
                 None => request.system.to_string(),
             };
