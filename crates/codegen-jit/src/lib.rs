@@ -34,7 +34,7 @@ use raw::heap;
 
 pub use codegen::NativeProgram;
 pub use eval::Evaluator;
-pub use host::{ExecError, Externs, Host, Limits, StackFrame};
+pub use host::{ExecError, Externs, Host, Limits, StackFrame, Tokio};
 pub use jit::{JitProgram, compile, compile_native, load, target};
 
 /// Runs `f` on a thread with a stack large enough for deep sap recursion (the limit in

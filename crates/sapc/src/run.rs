@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, on_big_stack};
+use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, Tokio, on_big_stack};
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
 use runtime::journal::{self, Journal};
 use runtime::trace::TraceSink;
@@ -205,11 +205,13 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             args.file.display()
         ));
     }
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    // Started when a model, a tool or the exporter first needs it.
+    let tokio = Tokio::lazy(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    });
     let exporting = args.otlp.is_some()
         || [
             "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -218,11 +220,12 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         .iter()
         .any(|v| std::env::var(v).is_ok_and(|u| !u.is_empty()));
     if exporting {
-        let _guard = tokio.enter();
+        let handle = tokio.handle()?;
+        let _guard = handle.enter();
         runtime::telemetry::install(runtime::telemetry::OtlpConfig {
             endpoint: args.otlp.clone(),
             program: args.file.display().to_string(),
-            tokio: tokio.handle().clone(),
+            tokio: handle.clone(),
         })?;
     }
     let texts = file_texts(&module, &inputs);
@@ -342,7 +345,7 @@ pub fn host_for(
     module: Arc<ir::Module>,
     calls_model: bool,
     started: Instant,
-    tokio: &tokio::runtime::Runtime,
+    tokio: &Tokio,
 ) -> Result<(Host, Option<Arc<Runtime>>), String> {
     let externs = Externs::default().with_calculator();
     externs.check(&module)?;
@@ -402,7 +405,7 @@ pub fn host_for(
         .with_grants(grants(args, config)?);
     let runtime = if calls_model {
         let provider = {
-            let _guard = tokio.enter();
+            let _guard = tokio.handle()?.enter();
             crate::providers::provider(args, config)?
         };
         let mut rt = Runtime::new(
@@ -422,14 +425,8 @@ pub fn host_for(
     } else {
         None
     };
-    let mut host = Host::new(
-        module,
-        runtime.clone(),
-        tokio.handle().clone(),
-        externs,
-        limits,
-    )
-    .with_tools(Arc::new(tools));
+    let mut host = Host::new(module, runtime.clone(), tokio.clone(), externs, limits)
+        .with_tools(Arc::new(tools));
     if let Some(journal) = journal {
         host = host.with_journal(journal);
     }

@@ -73,7 +73,14 @@ fn serve_inner(args: &RunArgs) -> Result<u8, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let (host, _runtime) = host_for(args, &config, module.clone(), calls_model, started, &tokio)?;
+    let (host, _runtime) = host_for(
+        args,
+        &config,
+        module.clone(),
+        calls_model,
+        started,
+        &tokio.handle().clone().into(),
+    )?;
     let native = codegen_jit::compile_native(&module)?;
     let jit = codegen_jit::load(&native, module.clone())?;
     let exports = module

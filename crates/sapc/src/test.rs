@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use codegen_jit::Host;
+use codegen_jit::{Host, Tokio};
 use ir::{Module, SiteKind, Type, TypeDef};
 
 use crate::config::load_config;
@@ -252,6 +252,7 @@ fn run_suite(
     let results: std::sync::Mutex<Vec<Option<(Outcome, Covered)>>> =
         std::sync::Mutex::new((0..tests.len()).map(|_| None).collect());
     let setup_error: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let tokio: Tokio = tokio.handle().clone().into();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             let worker = || loop {
@@ -265,7 +266,7 @@ fn run_suite(
                     suite.module.clone(),
                     calls_model,
                     started,
-                    tokio,
+                    &tokio,
                 ) {
                     Ok((host, _)) => host
                         .for_test()

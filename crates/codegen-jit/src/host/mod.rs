@@ -11,7 +11,7 @@ mod tools;
 mod types;
 
 use std::io::{BufRead, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use std::collections::HashMap;
 
@@ -105,6 +105,52 @@ impl std::fmt::Display for ExecError {
     }
 }
 
+/// The tokio runtime model and tool calls wait on: one already running, or one started
+/// the first time something waits on it, so a program that calls no model and no tool
+/// starts no threads for it (half a millisecond of `sapc run`).
+#[derive(Clone)]
+pub enum Tokio {
+    Running(tokio::runtime::Handle),
+    Lazy(Arc<LazyTokio>),
+}
+
+/// A tokio runtime built on first use.
+pub struct LazyTokio {
+    runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
+    build: fn() -> std::io::Result<tokio::runtime::Runtime>,
+}
+
+impl Tokio {
+    /// A runtime `build` makes the first time it is needed.
+    pub fn lazy(build: fn() -> std::io::Result<tokio::runtime::Runtime>) -> Tokio {
+        Tokio::Lazy(Arc::new(LazyTokio {
+            runtime: OnceLock::new(),
+            build,
+        }))
+    }
+
+    /// The runtime's handle, starting it if it has not started.
+    pub fn handle(&self) -> Result<&tokio::runtime::Handle, String> {
+        match self {
+            Tokio::Running(handle) => Ok(handle),
+            Tokio::Lazy(lazy) => lazy
+                .runtime
+                .get_or_init(|| {
+                    (lazy.build)().map_err(|e| format!("cannot start the async runtime: {e}"))
+                })
+                .as_ref()
+                .map(|rt| rt.handle())
+                .map_err(Clone::clone),
+        }
+    }
+}
+
+impl From<tokio::runtime::Handle> for Tokio {
+    fn from(handle: tokio::runtime::Handle) -> Tokio {
+        Tokio::Running(handle)
+    }
+}
+
 pub struct Host {
     pub module: Arc<Module>,
     /// MCP servers (and standard tools) that bound externs call.
@@ -112,7 +158,7 @@ pub struct Host {
     /// The bound externs by name, with what their calls convert.
     bound: HashMap<String, BoundExtern>,
     pub runtime: Option<Arc<Runtime>>,
-    pub tokio: tokio::runtime::Handle,
+    pub tokio: Tokio,
     pub externs: Externs,
     pub limits: Limits,
     /// Runtime descriptions of the module's types, by `TypeId`.
@@ -144,7 +190,7 @@ impl Host {
     pub fn new(
         module: Arc<Module>,
         runtime: Option<Arc<Runtime>>,
-        tokio: tokio::runtime::Handle,
+        tokio: impl Into<Tokio>,
         externs: Externs,
         limits: Limits,
     ) -> Host {
@@ -197,7 +243,7 @@ impl Host {
             tools: Arc::new(Tools::default()),
             bound,
             runtime,
-            tokio,
+            tokio: tokio.into(),
             externs,
             limits,
             types,
@@ -403,7 +449,11 @@ impl Host {
         f: impl std::future::Future<Output = Result<T, RuntimeError>> + Send,
         span: SrcSpan,
     ) -> Result<T, ExecError> {
-        runtime::tasks::block_on(&self.tokio, f).map_err(|e| ExecError::from_runtime(e, span))
+        let tokio = self
+            .tokio
+            .handle()
+            .map_err(|e| ExecError::new(e, Some(span)))?;
+        runtime::tasks::block_on(tokio, f).map_err(|e| ExecError::from_runtime(e, span))
     }
 
     /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema

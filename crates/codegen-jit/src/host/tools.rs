@@ -93,16 +93,16 @@ impl Host {
         args: &[Value],
         span: Option<SrcSpan>,
     ) -> Result<Value, ExecError> {
+        let tokio = self.tokio.handle().map_err(|e| ExecError::new(e, span))?;
         let result = match &bound.binding {
             Binding::Mcp { server, tool } => runtime::tasks::block_on(
-                &self.tokio,
+                tokio,
                 self.tools
                     .call_mcp(server, tool, &bound.params, &bound.ret, args),
             ),
-            Binding::Std { module, tool } => runtime::tasks::block_on(
-                &self.tokio,
-                self.tools.call_std(module, tool, &bound.ret, args),
-            ),
+            Binding::Std { module, tool } => {
+                runtime::tasks::block_on(tokio, self.tools.call_std(module, tool, &bound.ret, args))
+            }
         };
         result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
     }
