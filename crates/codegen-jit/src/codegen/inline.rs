@@ -1,6 +1,6 @@
-//! Inlining, three levels deep: a call to a small pure function on numbers is replaced by a
-//! copy of the callee's blocks before the caller is compiled, and so are such calls in
-//! the copy. A call in compiled code costs a frame, saved registers and moves around it
+//! Inlining, three levels deep: a call to a small pure function on numbers is replaced
+//! by a copy of the callee's blocks before the caller is compiled, and so are such calls
+//! in the copy. A call in compiled code costs a frame, saved registers and moves around it
 //! (Cranelift does not inline), and in call-heavy code — `fib` — that is most of the
 //! time.
 //!
@@ -13,9 +13,9 @@
 //!   callee's depth error when no level is left, and the calls it makes pass as many
 //!   levels fewer as copies enclose them.
 //!
-//! Calls in the innermost copies stay calls: a recursive function is unrolled three times, and
-//! `MAX_SITES` bounds how much a caller grows. At those calls only the callee's guard is
-//! copied (`Guard`: the paths from its entry that return without a call, such as
+//! Calls in the innermost copies stay calls: a recursive function is unrolled three
+//! times, and `MAX_SITES` bounds how much a caller grows. At those calls only the
+//! callee's guard is copied (`Guard`: the paths from its entry that return without a call, such as
 //! `fib`'s `n < 2`), falling back on the call itself where a path would make one: half
 //! of the calls `fib` still made were to `fib(0)` or `fib(1)`, each paying a frame to
 //! return its argument. `fib(35)` makes 3.8 million calls instead of 30 million. The
@@ -103,6 +103,7 @@ pub(super) fn inline<'f>(module: &Module, f: &'f Function) -> Inlined<'f> {
                     })
             })
             .flatten();
+        let mut calls = Vec::new();
         if let Some((ii, g, args)) = found {
             if level < MAX_LEVEL && sites < MAX_SITES {
                 splice(&mut out, bi, ii, g, &args, None);
@@ -110,15 +111,14 @@ pub(super) fn inline<'f>(module: &Module, f: &'f Function) -> Inlined<'f> {
             } else if guards < MAX_GUARDS
                 && let Some(guard) = Guard::of(g)
             {
-                let calls = splice(&mut out, bi, ii, g, &args, Some(&guard));
-                fallbacks.resize(out.function.blocks.len(), false);
-                for b in calls {
-                    fallbacks[b] = true;
-                }
+                calls = splice(&mut out, bi, ii, g, &args, Some(&guard));
                 guards += 1;
             }
         }
         fallbacks.resize(out.function.blocks.len(), false);
+        for b in calls {
+            fallbacks[b] = true;
+        }
         // After a splice, the rest of the block is the continuation, scanned in its
         // turn.
         bi += 1;

@@ -153,30 +153,32 @@ impl Provider for LocalProvider {
             let condition = *request.schema == schema::decision_schema();
             let decision = self.decision_token && condition;
             let question = request.instruction.strip_suffix(DECIDE_ASK);
+            let user = match question.filter(|_| decision) {
+                // Asked alone: the reason the instruction asks servers for is not written.
+                Some(question) => request.user_turn(&format!("{question}{DECISION_ASK}")),
+                None => request.user_text(),
+            };
             // A condition's schema stays after its question: in the system turn, SmolLM2
             // answered `keep_going` with `true` every time (`control_flow` ran into its
             // loop limit), and a condition's prompt is short.
             let place = match self.schema_place {
+                _ if decision => SchemaPlace::Nowhere,
                 SchemaPlace::System if condition => SchemaPlace::End,
                 place => place,
             };
-            let schema = (place != SchemaPlace::Nowhere && !decision).then(|| {
+            let schema = || {
                 format!(
                     "Answer with one JSON value matching this JSON Schema, and nothing else:\n{}",
                     target::for_prompt(&request.schema)
                 )
-            });
-            let user = if let Some(question) = question.filter(|_| decision) {
-                // Asked alone: the reason the instruction asks servers for is not written.
-                request.user_turn(&format!("{question}{DECISION_ASK}"))
-            } else if let Some(schema) = schema.as_ref().filter(|_| place == SchemaPlace::End) {
-                format!("{}\n\n{schema}", request.user_text())
-            } else {
-                request.user_text()
             };
-            let system = match schema.filter(|_| place == SchemaPlace::System) {
-                Some(schema) => format!("{}\n\n{schema}", request.system),
-                None => request.system.to_string(),
+            let (system, user) = match place {
+                SchemaPlace::System => (format!("{}\n\n{}", request.system, schema()), user),
+                SchemaPlace::End => (
+                    request.system.to_string(),
+                    format!("{user}\n\n{}", schema()),
+                ),
+                SchemaPlace::Nowhere => (request.system.to_string(), user),
             };
             let mut prompt = vec![("system".to_owned(), system), ("user".to_owned(), user)];
             for c in &request.corrections {
