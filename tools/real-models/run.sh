@@ -12,15 +12,18 @@
 # (SAP_REAL_MODELS, default ~/.cache/sap-real-models): the first run builds
 # llama-cpp-python (about fifteen minutes on two cores) and llama-server (about ten).
 # Prints a Markdown table: server × example → exit status, LLM calls, repairs, re-asks,
-# rung, wall time. EXAMPLES="a b" runs only those; SERVERS="llama-server" only that one.
+# rung, wall time. EXAMPLES="a b" runs only those; SERVERS="llama-server" only that one
+# (and installs only what it needs).
 #
 #     cargo build --release -p sapc && tools/real-models/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 sapc="${SAPC:-target/release/sapc}"
 source tools/real-models/install.sh
-install_llama_cpp_python
-install_llama_server
+# Whether SERVERS (all when unset) names `$1`.
+wanted() { [ -z "${SERVERS:-}" ] || [[ " $SERVERS " == *" $1 "* ]]; }
+if wanted llama-cpp-python; then install_llama_cpp_python; else install_model; fi
+wanted llama-server && install_llama_server
 
 servers=()
 cleanup() { for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done; }
@@ -33,14 +36,18 @@ wait_for() {
     echo "the server on port $1 did not start; see $root/server-$1.log" >&2
     exit 1
 }
-"$py" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port 8765 --n_ctx 4096 \
-    > "$root/server-8765.log" 2>&1 &
-servers+=($!)
-"$llama_server" --model "$model" --host 127.0.0.1 --port 8766 --ctx-size 8192 \
-    --parallel 2 > "$root/server-8766.log" 2>&1 &
-servers+=($!)
-wait_for 8765
-wait_for 8766
+if wanted llama-cpp-python; then
+    "$py" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port 8765 --n_ctx 4096 \
+        > "$root/server-8765.log" 2>&1 &
+    servers+=($!)
+    wait_for 8765
+fi
+if wanted llama-server; then
+    "$llama_server" --model "$model" --host 127.0.0.1 --port 8766 --ctx-size 8192 \
+        --parallel 2 > "$root/server-8766.log" 2>&1 &
+    servers+=($!)
+    wait_for 8766
+fi
 
 cache="$(mktemp -d)"
 # The example programs: the files with a `main` (the others are modules they use).
@@ -54,7 +61,7 @@ echo "| server | provider | example | exit | LLM calls | repairs | re-asks | run
 echo "|---|---|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
     IFS='|' read -r server provider port <<< "$config"
-    if [ -n "${SERVERS:-}" ] && [[ " $SERVERS " != *" $server "* ]]; then continue; fi
+    wanted "$server" || continue
     for name in $examples; do
         trace="$cache/$server-$provider-$name.trace.jsonl"
         start=$(date +%s.%N)
