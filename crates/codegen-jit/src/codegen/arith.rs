@@ -90,6 +90,18 @@ impl FnCg<'_, '_> {
                     }
                     return r;
                 }
+                let delta = match (op, self.constant(b)) {
+                    (BinOp::Add, Some(c)) => Some(c),
+                    (BinOp::Sub, Some(c)) => c.checked_neg(),
+                    _ => None,
+                };
+                if let Some(delta) = delta
+                    && *ty == Type::I64
+                    && self.unfailing.contains(&self.current_dest)
+                {
+                    // A branch bounds `x` so that `x ± c` fits (`ranges`).
+                    return self.b.ins().iadd_imm_s(a, delta);
+                }
                 if let (BinOp::Add | BinOp::Sub, Some(c)) = (op, self.constant(b)) {
                     // `x + c` overflows exactly when `x` is past a bound: one comparison.
                     let (r, overflow) = self.add_constant(op, a, c);

@@ -57,6 +57,8 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) inlined: &'a Inlined<'a>,
     /// The IR block being compiled.
     pub(super) block: usize,
+    /// Additions and subtractions whose overflow check cannot fail (`ranges`).
+    pub(super) unfailing: HashSet<u32>,
 }
 
 /// What a function's code calls, declared in it.
@@ -192,6 +194,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             appenders: HashMap::new(),
             inlined,
             block: 0,
+            unfailing: super::ranges::unfailing_checks(&inlined.function),
         }
     }
 

@@ -16,7 +16,8 @@
 //! - `calls.rs`: calls out of compiled code, budgets and error exits;
 //! - `arith.rs`: arithmetic and comparisons;
 //! - `lists.rs`: native list operations and their register caches;
-//! - `ownership.rs`: reference counts in compiled code, and the loads that need none.
+//! - `ownership.rs`: reference counts in compiled code, and the loads that need none;
+//! - `ranges.rs`: the overflow checks a dominating branch makes unnecessary.
 
 mod arith;
 mod calls;
@@ -25,6 +26,7 @@ mod inline;
 mod instructions;
 mod lists;
 mod ownership;
+mod ranges;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
