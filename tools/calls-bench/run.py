@@ -4,10 +4,14 @@ run by `sapc run` (from the build cache) against the same function compiled by
 `rustc -O`, with wrapping arithmetic (rustc's default in release) and with checked
 arithmetic (`-C overflow-checks=on`, what sap's `+` does), side by side in one run.
 
-    python3 tools/calls-bench/run.py [--sapc [LABEL=]PATH ...] [--repeat 11]
+    python3 tools/calls-bench/run.py [--sapc [LABEL=]PATH ...] [--repeat 11] [--instructions]
 
 Prints a Markdown table of median and best wall times, and each sap's ratio to both. The
 commands run in turn, round after round (a shared machine's slow stretches fall on all).
+
+`--instructions` adds a second table that no other work on the machine changes: the
+instructions each executes for fib(30) less those for fib(25) (so start-up and compiling
+cancel out), counted by valgrind's callgrind.
 """
 
 import argparse
@@ -49,10 +53,20 @@ def timed(cmds, repeat):
     return [(sorted(t)[len(t) // 2], min(t)) for t in times]
 
 
+def instructions(cmd):
+    """Instructions `cmd` executes, counted by callgrind (JIT code included)."""
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                          "--smc-check=all-non-file", *cmd],
+                         capture_output=True, text=True, check=True).stderr
+    line = next(l for l in out.splitlines() if "Collected" in l)
+    return int(line.split()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sapc", action="append", default=None)
     ap.add_argument("--repeat", type=int, default=11)
+    ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
     binaries = []
     for spec in args.sapc or [os.path.join(ROOT, "target", "release", "sapc")]:
@@ -76,11 +90,28 @@ def main():
             names.append(f"`sapc run` ({label})")
             cmds.append([path, "run", program])
         rows = list(zip(names, timed(cmds, args.repeat)))
+        counts = []
+        if args.instructions:
+            for n in (25, 30):
+                with open(os.path.join(d, f"fib{n}.sap"), "w") as f:
+                    f.write(SAP.replace("fib(35)", f"fib({n})"))
+            for cmd in cmds:
+                if cmd[0] in (wrapping, checked):
+                    at = lambda n: instructions([cmd[0], str(n)])
+                else:
+                    at = lambda n: instructions([cmd[0], "run", os.path.join(d, f"fib{n}.sap")])
+                counts.append(at(30) - at(25))
     plain, checked_t = rows[0][1][0], rows[1][1][0]
     print("| fib(35), whole process | median | best | / rustc -O | / checked rustc -O |")
     print("|---|---|---|---|---|")
     for name, (median, best) in rows:
         print(f"| {name} | {median:.1f} ms | {best:.1f} ms | {median / plain:.2f}× | {median / checked_t:.2f}× |")
+    if counts:
+        print()
+        print("| fib(30) − fib(25), instructions | count | / rustc -O | / checked rustc -O |")
+        print("|---|---|---|---|")
+        for (name, _), c in zip(rows, counts):
+            print(f"| {name} | {c / 1e6:.1f} M | {c / counts[0]:.2f}× | {c / counts[1]:.2f}× |")
 
 
 if __name__ == "__main__":

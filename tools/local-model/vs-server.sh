@@ -8,6 +8,11 @@
 # excludes what its slots' prompt caches reused), answer tokens, wall time and time per
 # answer.
 #
+# llama-server runs two ways: *cold*, a server started for this example alone (no
+# cache from before, as each `sapc run --provider local` starts), and *warm*, one
+# server that has served every example run before this one (its slots and its RAM
+# prompt cache keep their prompts: the system turn, at least, is already there).
+#
 #     tools/local-model/setup.sh && tools/local-model/vs-server.sh
 #
 # EXAMPLES="a b" runs only those (default: got_day_plan anot_cafes code_analysis react
@@ -20,21 +25,35 @@ install_llama_server
 model="${SAP_LOCAL_MODEL_CACHE:-$HOME/.cache/sap-local-model}/SmolLM2-135M-Instruct.gguf"
 [ -f "$model" ] || { echo "no model at $model: run tools/local-model/setup.sh" >&2; exit 1; }
 port=8777
-"$llama_server" --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 8192 \
-    --parallel 2 --metrics > "$root/vs-server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
-for _ in $(seq 1 240); do
-    curl -sf "http://127.0.0.1:$port/v1/models" > /dev/null && break
-    sleep 0.5
-done
+server() { # PORT: starts llama-server there, returns when it answers
+    "$llama_server" --model "$model" --host 127.0.0.1 --port "$1" --ctx-size 8192 \
+        --parallel 2 --metrics >> "$root/vs-server.log" 2>&1 &
+    echo $! > "$root/vs-server-$1.pid"
+    for _ in $(seq 1 240); do
+        curl -sf "http://127.0.0.1:$1/v1/models" > /dev/null && return 0
+        sleep 0.5
+    done
+    echo "llama-server on port $1 did not start: $root/vs-server.log" >&2
+    return 1
+}
+stop() { # PORT: stops the server started there, returns when it is gone
+    local pid
+    pid=$(cat "$root/vs-server-$1.pid" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+}
+server "$port"
+trap 'stop $port; stop $((port + 1))' EXIT
+export -f server stop
+export llama_server model root
 EXAMPLES="${EXAMPLES:-got_day_plan anot_cafes code_analysis react inbox_triage}" \
     SAPC="${SAPC:-target/release/sapc}" MODEL="$model" PORT="$port" python3 - <<'PY'
 import os, re, subprocess, time, urllib.request
 
-sapc, model, port = os.environ["SAPC"], os.environ["MODEL"], os.environ["PORT"]
+sapc, model, warm = os.environ["SAPC"], os.environ["MODEL"], int(os.environ["PORT"])
+cold = warm + 1
 
-def metric(name):
+def metric(port, name):
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     m = re.search(rf"^llamacpp:{name} (\S+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
@@ -55,10 +74,14 @@ print("|---|---|---|---|---|---|---|---|---|")
 for example in os.environ["EXAMPLES"].split():
     code, calls, sent, cached, out, wall = run(example, ["--provider", "local", "--model", model])
     rows = [("local", code, calls, sent, sent - cached, out, wall)]
-    before = metric("prompt_tokens_total")
-    code, calls, sent, _, out, wall = run(example, [
-        "--provider", "llamacpp", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2"])
-    rows.append(("llama-server", code, calls, sent, int(metric("prompt_tokens_total") - before), out, wall))
+    subprocess.run(["bash", "-c", f"server {cold}"], check=True)
+    for name, port in [("llama-server, cold", cold), ("llama-server, warm", warm)]:
+        before = metric(port, "prompt_tokens_total")
+        code, calls, sent, _, out, wall = run(example, [
+            "--provider", "llamacpp", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2"])
+        rows.append((name, code, calls, sent, int(metric(port, "prompt_tokens_total") - before), out, wall))
+        if port == cold:
+            subprocess.run(["bash", "-c", f"stop {cold}"], check=True)
     for name, code, calls, sent, evaluated, out, wall in rows:
         per = f"{wall / calls:.2f} s" if calls else "-"
         print(f"| {example} | {name} | {code} | {calls} | {sent:,} | {evaluated:,} | {out:,} | {wall:.1f} s | {per} |")

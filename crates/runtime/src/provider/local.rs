@@ -15,6 +15,10 @@
 //!   and evaluates only the rest, and a sibling call's shared prefix is copied rather
 //!   than truncating the sequence it came from. The answer's usage reports the prompt's
 //!   tokens and how many were reused (`cached`), and `--stats` shows them.
+//! - **The prompt says what to write in few tokens.** The grammar enforces the answer's
+//!   shape; the prompt shows it to the model as its shape (`schema::shape`: `{"bugs":
+//!   [string], "severity": "Low" | "Medium" | "High"}`, with each field's doc comment),
+//!   not as JSON Schema, in the system turn, so calls asking for the same type share it.
 //! - **Sampling asks the grammar about one token.** The greedy choice is checked against
 //!   the grammar, which is applied to the whole vocabulary only when it refuses it.
 //! - **A condition's answer is one token.** A Boolean condition is answered as its schema
@@ -40,7 +44,7 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 
 use crate::call::DECIDE_ASK;
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
-use crate::schema::{self, gbnf, target};
+use crate::schema::{self, gbnf, shape, target};
 
 /// Tokens the context holds: SmolLM2's training length, enough for the examples.
 const CONTEXT_TOKENS: u32 = 8192;
@@ -62,9 +66,12 @@ pub struct LocalProvider {
     /// `LOCAL_DECISION=token`: a condition is the yes-or-no question alone, answered by
     /// one token (see `DECISION_ASK`).
     decision_token: bool,
-    /// Where the answer's JSON Schema is written into the prompt: the grammar gives the
-    /// answer its shape, the schema tells a small model what the fields are for.
+    /// Where the answer's shape is written into the prompt: the grammar gives the
+    /// answer its shape, the prompt tells a small model what the fields are for.
     schema_place: SchemaPlace,
+    /// `LOCAL_SCHEMA_TEXT=json` writes the JSON Schema itself instead of the answer's
+    /// shape (`schema::shape`), for measuring one against the other.
+    schema_as_json: bool,
 }
 
 impl LocalProvider {
@@ -100,6 +107,7 @@ impl LocalProvider {
                 Ok("end") => SchemaPlace::End,
                 _ => SchemaPlace::System,
             },
+            schema_as_json: std::env::var("LOCAL_SCHEMA_TEXT").is_ok_and(|v| v == "json"),
         })
     }
 }
@@ -166,11 +174,17 @@ impl Provider for LocalProvider {
                 SchemaPlace::System if condition => SchemaPlace::End,
                 place => place,
             };
-            let schema = || {
-                format!(
+            // A condition's schema is written as JSON Schema: shown as its shape,
+            // SmolLM2-135M answered `control_flow`'s `keep_going` with `true` every time.
+            let schema = || match self.schema_as_json || condition {
+                true => format!(
                     "Answer with one JSON value matching this JSON Schema, and nothing else:\n{}",
                     target::for_prompt(&request.schema)
-                )
+                ),
+                false => format!(
+                    "Answer with one JSON value of this shape, and nothing else:\n{}",
+                    shape::shape(&request.schema)
+                ),
             };
             let (system, user) = match place {
                 SchemaPlace::System => (format!("{}\n\n{}", request.system, schema()), user),
@@ -210,7 +224,7 @@ impl Provider for LocalProvider {
     }
 }
 
-/// Where a prompt gives the answer's JSON Schema (`LOCAL_SCHEMA_IN_PROMPT`: `0` for
+/// Where a prompt gives the answer's shape (`LOCAL_SCHEMA_IN_PROMPT`: `0` for
 /// nowhere, `end` after the instruction, anything else the system turn).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SchemaPlace {

@@ -12,6 +12,7 @@
 //! [`output_budget`] derives from it how many tokens an answer may take.
 
 pub mod gbnf;
+pub mod shape;
 pub mod target;
 
 use serde_json::{Map, Value as JsonValue, json};
