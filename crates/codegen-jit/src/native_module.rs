@@ -33,7 +33,7 @@ use crate::codegen::{CompiledFunction, Layout, NativeProgram};
 const MAGIC: &[u8; 8] = b"SAPNATV1";
 
 /// The version of this layout; a file of another version is not read.
-pub const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 4;
 
 /// What a native module file holds besides the code.
 pub struct NativeModule {
@@ -139,7 +139,7 @@ pub fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
     let ir: ir::Module = postcard::from_bytes(r.bytes()?).map_err(|e| format!("module: {e}"))?;
     let pins: Vec<Pin> = postcard::from_bytes(r.bytes()?).map_err(|e| format!("pins: {e}"))?;
     let layout = Layout::new(ir.functions.len());
-    let declared = layout.trampolines + ir.functions.len();
+    let declared = layout.declared;
     let count = r.u32()? as usize;
     let mut functions = Vec::with_capacity(count.min(declared));
     let mut defined = vec![false; declared];

@@ -426,3 +426,41 @@ fn every_fixture_runs_the_same_on_both_engines() {
         failures.join("\n\n")
     );
 }
+
+/// Inlined code runs up to the depth limit as the program as written does: near the
+/// limit a function with inlined copies passes the call to its plain twin, where every
+/// call is a call. At every limit from 1 to 14, both engines stop (or finish) alike.
+#[test]
+fn every_depth_limit_stops_inlined_code_where_the_evaluator_stops() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let scratch = std::env::temp_dir().join(format!("sap-depths-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let path = scratch.join("depths.sap");
+    let source = "fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }\n\
+                  fn twice(n: i64) -> i64 { fib(n) + fib(n - 1) }\n\
+                  fn main() -> () { print(to_string(twice(12))) }\n";
+    std::fs::write(&path, source).unwrap();
+    let mut failures = Vec::new();
+    let mut stopped = 0;
+    for depth in 1..=14 {
+        let mut fixture = Fixture::read(&path, scratch.clone());
+        fixture.limits.max_depth = depth;
+        let jit = run(&fixture, Engine::Jit, &tokio);
+        let eval = run(&fixture, Engine::Evaluator, &tokio);
+        if (&jit.output, &jit.error) != (&eval.output, &eval.error) {
+            failures.push(format!(
+                "max depth {depth}: the JIT printed {:?} and ended with {:?}, the evaluator {:?} and {:?}",
+                jit.output, jit.error, eval.output, eval.error
+            ));
+        }
+        stopped += usize::from(eval.error.is_some());
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // fib(12) needs 12 levels under main and twice: the lower limits stop it.
+    assert_eq!(stopped, 13, "limits 1..=13 stop the run, 14 lets it finish");
+}

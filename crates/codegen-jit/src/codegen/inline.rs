@@ -72,14 +72,21 @@ pub(super) struct Inlined<'f> {
     pub(super) frames: Vec<Option<InlineFrame>>,
 }
 
+impl<'f> Inlined<'f> {
+    /// `f` as it is, with nothing inlined.
+    pub(super) fn plain(f: &'f Function) -> Inlined<'f> {
+        Inlined {
+            function: Cow::Borrowed(f),
+            scopes: Vec::new(),
+            frames: vec![None; f.blocks.len()],
+        }
+    }
+}
+
 /// `f` with its calls to small pure functions inlined (or `f` as it is when it has
 /// none).
 pub(super) fn inline<'f>(module: &Module, f: &'f Function) -> Inlined<'f> {
-    let mut out = Inlined {
-        function: Cow::Borrowed(f),
-        scopes: Vec::new(),
-        frames: vec![None; f.blocks.len()],
-    };
+    let mut out = Inlined::plain(f);
     let mut sites = 0;
     let mut guards = 0;
     // Blocks holding the call a guard copy falls back on: that call is not looked at

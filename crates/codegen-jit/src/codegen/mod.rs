@@ -92,16 +92,25 @@ pub struct Layout {
     pub slow_paths: usize,
     pub functions: usize,
     pub trampolines: usize,
+    /// Each function's plain twin: compiled without inlining, for a function with
+    /// inlined copies, which passes a call near the depth limit to it.
+    pub plains: usize,
+    /// How many functions are declared in all.
+    pub declared: usize,
 }
 
 impl Layout {
     pub fn new(function_count: usize) -> Layout {
         let slow_paths = Intr::ALL.len();
         let functions = slow_paths + SLOW_PATHS.len();
+        let trampolines = functions + function_count;
+        let plains = trampolines + function_count;
         Layout {
             slow_paths,
             functions,
-            trampolines: functions + function_count,
+            trampolines,
+            plains,
+            declared: plains + function_count,
         }
     }
 }
@@ -198,6 +207,14 @@ pub fn declarations(isa: &dyn TargetIsa, ir: &ir::Module) -> Vec<Declaration> {
             signature: words(2, 1),
         });
     }
+    // The plain twins, with the functions' own signatures.
+    for (i, f) in ir.functions.iter().enumerate() {
+        out.push(Declaration {
+            name: format!("sap_plain_{i}"),
+            linkage: Linkage::Local,
+            signature: words(1 + f.params.len(), 2),
+        });
+    }
     out
 }
 
@@ -218,6 +235,7 @@ pub fn compile(isa: &dyn TargetIsa, ir: &ir::Module) -> Result<NativeProgram, St
     let intrinsics = &callables[..layout.slow_paths];
     let slow_paths = &callables[layout.slow_paths..layout.functions];
     let functions = &callables[layout.functions..layout.trampolines];
+    let plains = &callables[layout.plains..layout.declared];
     let frontend = isa.frontend_config();
 
     // Cranelift functions are built here, one after another (they share the pins), and
@@ -240,20 +258,33 @@ pub fn compile(isa: &dyn TargetIsa, ir: &ir::Module) -> Result<NativeProgram, St
         if !reachable[i] {
             continue;
         }
-        let mut func = clif::Function::with_name_signature(
-            UserFuncName::user(0, i as u32),
-            functions[i].signature.clone(),
-        );
-        {
+        let inlined = inline::inline(ir, f);
+        // A function with inlined copies passes a call made near the depth limit to
+        // its plain twin, so that its copies need no depth checks of their own.
+        let deepest = inlined.scopes.iter().map(|s| s.level).max();
+        let plain = deepest.map(|_| inline::Inlined::plain(f));
+        let mut versions = vec![(0, layout.functions + i, &inlined, deepest)];
+        if let Some(plain) = &plain {
+            versions.push((1, layout.plains + i, plain, None));
+        }
+        for (namespace, decl, version, deepest) in versions {
+            let mut func = clif::Function::with_name_signature(
+                UserFuncName::user(namespace, i as u32),
+                functions[i].signature.clone(),
+            );
             let b = FunctionBuilder::new(&mut func, &mut fctx);
-            let callees = Callees::new(intrinsics, functions, slow_paths);
-            let inlined = inline::inline(ir, f);
-            let mut cg = FnCg::new(b, ir, &mut pins, callees, &inlined);
+            let callees = Callees::new(intrinsics, functions, slow_paths, plains);
+            let mut cg = FnCg::new(b, ir, &mut pins, callees, version);
+            cg.twin = deepest.map(|level| (level, i as u32));
             cg.body()
                 .map_err(|e| format!("cannot compile `{}`: {e}", f.name))?;
             cg.b.finalize(frontend);
+            let name = match namespace {
+                0 => f.name.clone(),
+                _ => format!("the plain twin of `{}`", f.name),
+            };
+            built.push((decl as u32, func, name));
         }
-        built.push(((layout.functions + i) as u32, func, f.name.clone()));
         let decl = (layout.trampolines + i) as u32;
         let func = trampoline(
             &callables[decl as usize],
