@@ -9,9 +9,11 @@
 //!   is reported, at the same span;
 //! - an error in a copy records a frame on the sap stack for every call it stands for:
 //!   the callee's at the failing operation, then each caller's at its call;
-//! - a copy counts against the depth budget as the call did: its entry fails with the
-//!   callee's depth error when no level is left, and the calls it makes pass as many
-//!   levels fewer as copies enclose them.
+//! - a copy counts against the depth budget as the call did: the calls it makes pass as
+//!   many levels fewer as copies enclose them, and a call to a function with copies
+//!   made with no more budget left than its deepest copy's level runs in the function's
+//!   plain twin (compiled from [`Inlined::plain`]), where every call is a call and the
+//!   depth error comes where it would.
 //!
 //! Calls in the innermost copies stay calls: a recursive function is unrolled three
 //! times, and `MAX_SITES` bounds how much a caller grows. At those calls only the
