@@ -326,4 +326,44 @@ fn main() -> () {
         // Located: the error points at the call site.
         assert!(err.contains("local_overflow.sap"), "{err}");
     }
+
+    /// The context starts with 2048 cells and grows to hold a longer prompt: one of
+    /// about 2,800 tokens is answered.
+    #[test]
+    fn a_prompt_longer_than_the_first_context_grows_it() {
+        let text = r#"
+/// One word.
+enum Word { Lorem, Ipsum }
+
+fn first_word(ctx: Context, text: String) -> Word {
+    "Which word comes first in this text?"!
+    text!
+}
+
+fn main() -> () {
+    let text = ""
+    let i = 0
+    while i < 400 {
+        text = text + "lorem ipsum dolor "
+        i += 1
+    }
+    print(to_string(first_word(Context::new(), text)))
+}
+"#;
+        let (_dir, file) = program("local_grows", text);
+        let o = run(file.to_str().unwrap(), &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let err = stderr(&o);
+        let line = err
+            .lines()
+            .find(|l| l.contains("LLM calls"))
+            .unwrap_or_default();
+        let tokens: u64 = line
+            .split("tokens: ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_default();
+        assert!(tokens > 2048, "{err}");
+    }
 }

@@ -46,7 +46,8 @@ use crate::call::DECIDE_ASK;
 use crate::llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 use crate::schema::{self, gbnf, shape, target};
 
-/// Tokens the context holds: SmolLM2's training length, enough for the examples.
+/// The most tokens the context holds: SmolLM2's training length, enough for the
+/// examples.
 const CONTEXT_TOKENS: u32 = 8192;
 /// Prompt tokens evaluated per batch.
 const BATCH: usize = 512;
@@ -274,20 +275,16 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
         }
     };
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as i32);
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(
-            CONTEXT_TOKENS.min(model.n_ctx_train().max(512)),
-        ))
-        .with_n_batch(BATCH as u32)
-        .with_n_seq_max(SEQUENCES as u32)
-        // One pool of cells for every sequence: a copied prefix shares its cells.
-        .with_kv_unified(true)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads);
-    let mut ctx = match model.new_context(&backend, params) {
+    let engine = Engine {
+        model: &model,
+        backend: &backend,
+        threads,
+        most: CONTEXT_TOKENS.min(model.n_ctx_train().max(512)),
+    };
+    let mut ctx = match engine.context(FIRST_CONTEXT_TOKENS.min(engine.most)) {
         Ok(ctx) => ctx,
         Err(e) => {
-            let _ = ready.send(Err(format!("cannot make the model's context: {e}")));
+            let _ = ready.send(Err(e));
             return;
         }
     };
@@ -299,7 +296,7 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
         if !reuse {
             cache.clear(&mut ctx);
         }
-        let result = answer(&model, path, &mut ctx, template.as_ref(), &mut cache, &job);
+        let result = answer(&engine, path, &mut ctx, template.as_ref(), &mut cache, &job);
         if result.is_err() {
             // The cache's state is unknown after a failure: start afresh.
             cache.clear(&mut ctx);
@@ -308,7 +305,56 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
     }
 }
 
-/// Sequences the KV cache keeps at once, in one pool of `CONTEXT_TOKENS` cells.
+/// Cells the KV cache starts with. Making a context clears all its cells: with 8192 it
+/// took about 100 ms of a one-call run, with 2048 about 30. When the cells are full,
+/// the context doubles (up to `CONTEXT_TOKENS`; the cache starts again) and the answer
+/// is made again in it, rather than dropping a sequence.
+const FIRST_CONTEXT_TOKENS: u32 = 2048;
+
+/// Answer tokens a context is made to hold after its prompt, before it needs to grow.
+const ANSWER_ROOM: usize = 512;
+
+/// The model and what a context for it is made with.
+struct Engine<'m> {
+    model: &'m LlamaModel,
+    backend: &'m LlamaBackend,
+    threads: i32,
+    /// The most cells a context gets: `CONTEXT_TOKENS`, or the model's training length
+    /// if shorter.
+    most: u32,
+}
+
+impl<'m> Engine<'m> {
+    fn context(&self, cells: u32) -> Result<Context<'m>, String> {
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(cells))
+            .with_n_batch(BATCH as u32)
+            .with_n_seq_max(SEQUENCES as u32)
+            // One pool of cells for every sequence: a copied prefix shares its cells.
+            .with_kv_unified(true)
+            .with_n_threads(self.threads)
+            .with_n_threads_batch(self.threads);
+        self.model
+            .new_context(self.backend, params)
+            .map_err(|e| format!("cannot make the model's context of {cells} tokens: {e}"))
+    }
+
+    /// Replaces `ctx` by one of at least `cells` cells (a power of two, at most
+    /// `most`); the cache starts empty.
+    fn grow(
+        &self,
+        ctx: &mut Context<'m>,
+        cache: &mut Cache,
+        cells: usize,
+    ) -> Result<(), ProviderError> {
+        let cells = (cells.next_power_of_two() as u32).min(self.most);
+        *ctx = self.context(cells).map_err(failed)?;
+        *cache = Cache::default();
+        Ok(())
+    }
+}
+
+/// Sequences the KV cache keeps at once, in one pool of cells.
 const SEQUENCES: usize = 4;
 
 type Context<'m> = llama_cpp_2::context::LlamaContext<'m>;
@@ -413,44 +459,90 @@ fn remove(ctx: &mut Context<'_>, seq: usize, from: usize) -> Result<(), Provider
     Ok(())
 }
 
-/// Evaluates `batch` in sequence `seq`, making room by evicting other sequences when
-/// the cells are full.
+/// Why an answer stopped short: the context is full and may grow, or a failure.
+enum Stop {
+    Full,
+    Failed(ProviderError),
+}
+
+impl From<ProviderError> for Stop {
+    fn from(e: ProviderError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+/// Evaluates `batch` in sequence `seq`. When the cells are full, a context that may grow
+/// stops the answer (`Stop::Full`); one that may not makes room by evicting other
+/// sequences.
 fn decode(
     ctx: &mut Context<'_>,
     cache: &mut Cache,
+    may_grow: bool,
     seq: usize,
     batch: &mut LlamaBatch,
     what: &str,
-) -> Result<(), ProviderError> {
+) -> Result<(), Stop> {
     loop {
         match ctx.decode(batch) {
             Ok(()) => return Ok(()),
+            Err(llama_cpp_2::DecodeError::NoKvCacheSlot) if may_grow => return Err(Stop::Full),
             Err(llama_cpp_2::DecodeError::NoKvCacheSlot) if cache.evict(ctx, seq)? => {}
-            Err(e) => return Err(failed(format!("{what}: {e}"))),
+            Err(e) => return Err(failed(format!("{what}: {e}")).into()),
         }
     }
 }
 
-fn answer(
-    model: &LlamaModel,
+fn answer<'m>(
+    engine: &Engine<'m>,
     file: &Path,
-    ctx: &mut Context<'_>,
+    ctx: &mut Context<'m>,
     template: Option<&LlamaChatTemplate>,
     cache: &mut Cache,
     job: &Job,
 ) -> Result<LlmResponse, ProviderError> {
+    let model = engine.model;
     let text = render(model, template, &job.prompt)?;
     let tokens = model.vocab().tokenize(text.as_bytes(), false, true);
-    let budget = ctx.n_ctx() as usize;
-    if tokens.len() + job.max_tokens as usize >= budget {
+    let needed = tokens.len() + job.max_tokens as usize + 1;
+    if needed > engine.most as usize {
         return Err(failed(format!(
-            "the prompt has {} tokens and the answer may need {} more: beyond the context window of {budget} tokens of the model {}",
+            "the prompt has {} tokens and the answer may need {} more: beyond the context window of {} tokens of the model {}",
             tokens.len(),
             job.max_tokens,
+            engine.most,
             file.display()
         )));
     }
-    let (seq, common) = cache.place(ctx, &tokens)?;
+    // The prompt must fit, with some room for the answer; the answer's whole budget is
+    // a bound, seldom reached, so beyond that room the context grows when its cells are
+    // full.
+    let room = tokens.len() + (job.max_tokens as usize).min(ANSWER_ROOM) + 1;
+    if room > ctx.n_ctx() as usize {
+        engine.grow(ctx, cache, room)?;
+    }
+    loop {
+        let may_grow = ctx.n_ctx() < engine.most;
+        match attempt(model, ctx, cache, may_grow, &tokens, job) {
+            Ok(response) => return Ok(response),
+            Err(Stop::Full) => {
+                let twice = 2 * ctx.n_ctx() as usize;
+                engine.grow(ctx, cache, twice)?;
+            }
+            Err(Stop::Failed(e)) => return Err(e),
+        }
+    }
+}
+
+/// The answer to `tokens`, reusing what the cache holds of them.
+fn attempt(
+    model: &LlamaModel,
+    ctx: &mut Context<'_>,
+    cache: &mut Cache,
+    may_grow: bool,
+    tokens: &[LlamaToken],
+    job: &Job,
+) -> Result<LlmResponse, Stop> {
+    let (seq, common) = cache.place(ctx, tokens)?;
     let ids = [seq as i32];
     let mut batch = LlamaBatch::new(BATCH, 1);
     let mut position = common;
@@ -462,7 +554,14 @@ fn answer(
                 .add(t, (position + i) as i32, &ids, last)
                 .map_err(|e| failed(format!("a batch: {e}")))?;
         }
-        decode(ctx, cache, seq, &mut batch, "evaluating the prompt")?;
+        decode(
+            ctx,
+            cache,
+            may_grow,
+            seq,
+            &mut batch,
+            "evaluating the prompt",
+        )?;
         cache.sequences[seq].tokens.extend_from_slice(chunk);
         position += chunk.len();
     }
@@ -483,7 +582,7 @@ fn answer(
         batch
             .add(token, position as i32, &ids, true)
             .map_err(|e| failed(format!("a batch: {e}")))?;
-        decode(ctx, cache, seq, &mut batch, "generating")?;
+        decode(ctx, cache, may_grow, seq, &mut batch, "generating")?;
         cache.sequences[seq].tokens.push(token);
         position += 1;
     }
