@@ -1,6 +1,6 @@
 //! A schema as the shape of its answer, for a prompt: `{"bugs": [string], "severity":
 //! "Low" | "Medium" | "High"}`, with each field's doc comment after it. A model reads
-//! what to write from it in a third of the tokens of the JSON Schema, where a grammar
+//! what to write from it in fewer tokens than from the JSON Schema, where a grammar
 //! already enforces every keyword (`--provider local`); a keyword without a short form
 //! is written as JSON.
 
