@@ -184,7 +184,14 @@ fn compile(fixture: &Fixture) -> (Arc<Module>, Vec<String>) {
     (Arc::new(module), sources)
 }
 
+/// Held while a program runs: it runs in its fixture's directory, which is the whole
+/// process's, and the tests run on threads of their own.
+static WORKING_DIRECTORY: Mutex<()> = Mutex::new(());
+
 fn run(fixture: &Fixture, engine: Engine, tokio: &tokio::runtime::Runtime) -> Outcome {
+    let _cwd = WORKING_DIRECTORY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let (module, sources) = compile(fixture);
     let (module, cached) = match engine {
         Engine::Cached => {
