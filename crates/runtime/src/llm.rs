@@ -160,6 +160,9 @@ pub enum ProviderError {
     NotRecorded(String),
     /// The person answering could not be asked (no terminal, end of input).
     Interactive(String),
+    /// The model in this process could not answer: the prompt does not fit its context,
+    /// or its thread or a llama.cpp call failed (`--provider local`).
+    Model(String),
 }
 
 impl std::fmt::Display for ProviderError {
@@ -202,6 +205,7 @@ impl std::fmt::Display for ProviderError {
             }
             ProviderError::NotRecorded(m) => write!(f, "{m}"),
             ProviderError::Interactive(m) => write!(f, "{m}"),
+            ProviderError::Model(m) => write!(f, "the local model: {m}"),
         }
     }
 }

@@ -317,9 +317,12 @@ fn main() -> () {
         let (_dir, file) = program("local_overflow", text);
         let o = run(file.to_str().unwrap(), &[]);
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-        let err = stderr(&o);
+        // The message, as one line (the report wraps it at 80 columns).
+        let err = stderr(&o).replace("\n  │ ", "");
         assert!(
-            err.contains("beyond the context window of 8192 tokens of the model")
+            err.contains("the local model: the prompt has")
+                && err.contains("beyond the context window of 8192 tokens of the model")
+                && !err.contains("could not reach")
                 && err.contains("SmolLM2-135M-Instruct.gguf"),
             "{err}"
         );

@@ -213,14 +213,12 @@ impl Provider for LocalProvider {
                 max_tokens: request.max_tokens.max(16),
                 reply,
             };
-            self.jobs.send(job).map_err(|_| ProviderError::Transport {
-                message: "the local model's thread has stopped".to_owned(),
-                retries: 0,
-            })?;
-            answer.await.map_err(|_| ProviderError::Transport {
-                message: "the local model's thread stopped during the call".to_owned(),
-                retries: 0,
-            })?
+            self.jobs
+                .send(job)
+                .map_err(|_| failed("its thread has stopped"))?;
+            answer
+                .await
+                .map_err(|_| failed("its thread stopped during the call"))?
         })
     }
 }
@@ -251,10 +249,7 @@ const DECISION_ASK: &str = "? Answer yes or no.";
 const DECISION_GRAMMAR: &str = r#"root ::= ("Yes" | "No")"#;
 
 fn failed(message: impl Into<String>) -> ProviderError {
-    ProviderError::Transport {
-        message: message.into(),
-        retries: 0,
-    }
+    ProviderError::Model(message.into())
 }
 
 /// The model's thread: loads it, then answers jobs in turn, keeping the tokens in the KV
