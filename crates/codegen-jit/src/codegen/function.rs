@@ -351,6 +351,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         // Recursion depth: the caller passes how many more nested calls the budget
         // allows; none left is an error, and callees get one fewer. Nothing is loaded
         // or stored, so calls do not wait on memory.
+        // A function with copies has passed such a call to its twin already.
         if self.twin.is_none() {
             let too_deep = self.b.ins().icmp_imm_s(IntCC::Equal, depth_left, 0);
             self.fail_if(too_deep, FailKind::Depth, Some(f.span), zero, zero);
@@ -362,18 +363,6 @@ impl<'a, 'b> FnCg<'a, 'b> {
         for (bi, block) in f.blocks.iter().enumerate() {
             self.b.switch_to_block(self.blocks[bi]);
             self.block = bi;
-            let entry = self.inlined.frames[bi].is_some_and(|fr| fr.entry);
-            if let Some(scope) = self.scope().filter(|_| entry && self.twin.is_none()) {
-                // The inlined callee's own depth check, as its prologue would have made
-                // it: with the budget its call was given.
-                let left = self
-                    .b
-                    .ins()
-                    .iadd_imm_s(self.deeper, 1 - i64::from(scope.level));
-                let too_deep = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
-                let zero = self.iconst(0);
-                self.fail_if(too_deep, FailKind::Depth, Some(scope.span), zero, zero);
-            }
             let mut temps: Vec<u32> = Vec::new();
             self.borrowed = borrowed_loads(block, &self.cross);
             for inst in &block.insts {

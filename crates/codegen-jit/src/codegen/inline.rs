@@ -46,7 +46,7 @@ const MAX_GUARDS: usize = 16;
 pub(super) struct InlineScope {
     /// The callee's name, for its frame on the sap stack.
     pub(super) function: String,
-    /// The callee's own span: where its depth error points.
+    /// The callee's own span: its frame's location when the failure has none.
     pub(super) span: SrcSpan,
     /// The call the copy replaced, for the caller's frame.
     pub(super) call: Option<SrcSpan>,
@@ -61,8 +61,6 @@ pub(super) struct InlineScope {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct InlineFrame {
     pub(super) scope: usize,
-    /// Whether this block is the copy's entry, where the depth budget is checked.
-    pub(super) entry: bool,
 }
 
 /// A function ready for code generation: the caller with its inlined calls, and for
@@ -293,10 +291,8 @@ fn splice(
                 ],
                 term: Terminator::Jump(continuation),
             });
-            out.frames.push(outer.map(|fr| InlineFrame {
-                scope: fr.scope,
-                entry: false,
-            }));
+            out.frames
+                .push(outer.map(|fr| InlineFrame { scope: fr.scope }));
             continue;
         }
         let mut insts: Vec<ir::Inst> = gb
@@ -326,10 +322,7 @@ fn splice(
             Terminator::Unreachable => Terminator::Unreachable,
         };
         f.blocks.push(ir::Block { insts, term });
-        out.frames.push(Some(InlineFrame {
-            scope,
-            entry: gi == 0,
-        }));
+        out.frames.push(Some(InlineFrame { scope }));
     }
 
     // The continuation: the call's result, then what followed the call.
@@ -341,10 +334,8 @@ fn splice(
     insts.extend(rest);
     f.blocks.push(ir::Block { insts, term });
     // It is in whatever copy the call was in.
-    out.frames.push(outer.map(|fr| InlineFrame {
-        scope: fr.scope,
-        entry: false,
-    }));
+    out.frames
+        .push(outer.map(|fr| InlineFrame { scope: fr.scope }));
     fallbacks
 }
 
@@ -391,10 +382,10 @@ mod tests {
         assert_eq!(calls(&out.function), 16);
         assert_eq!(out.frames.len(), out.function.blocks.len());
         assert_eq!(out.scopes.len(), 14 + 16);
-        assert_eq!(
-            out.frames.iter().flatten().filter(|f| f.entry).count(),
-            14 + 16
-        );
+        // Every copy has blocks of its own.
+        let copies: std::collections::HashSet<usize> =
+            out.frames.iter().flatten().map(|f| f.scope).collect();
+        assert_eq!(copies.len(), 14 + 16);
         let levels: Vec<u32> = out.scopes.iter().map(|s| s.level).collect();
         for (level, copies) in [(1, 2), (2, 4), (3, 8), (4, 16)] {
             assert_eq!(levels.iter().filter(|&&l| l == level).count(), copies);

@@ -167,17 +167,16 @@ impl Provider for LocalProvider {
                 Some(question) => request.user_turn(&format!("{question}{DECISION_ASK}")),
                 None => request.user_text(),
             };
-            // A condition's schema stays after its question: in the system turn, SmolLM2
-            // answered `keep_going` with `true` every time (`control_flow` ran into its
-            // loop limit), and a condition's prompt is short.
-            let place = match self.schema_place {
-                _ if decision => SchemaPlace::Nowhere,
-                SchemaPlace::System if condition => SchemaPlace::End,
-                place => place,
+            // A condition's schema is JSON Schema after its question: in the system turn,
+            // or shown as its shape, SmolLM2-135M answered `control_flow`'s `keep_going`
+            // with `true` every time (the loop ran into its limit); its prompt is short.
+            let (place, as_json) = match self.schema_place {
+                _ if decision => (SchemaPlace::Nowhere, false),
+                SchemaPlace::Nowhere => (SchemaPlace::Nowhere, false),
+                _ if condition => (SchemaPlace::End, true),
+                place => (place, self.schema_as_json),
             };
-            // A condition's schema is written as JSON Schema: shown as its shape,
-            // SmolLM2-135M answered `control_flow`'s `keep_going` with `true` every time.
-            let schema = || match self.schema_as_json || condition {
+            let schema = || match as_json {
                 true => format!(
                     "Answer with one JSON value matching this JSON Schema, and nothing else:\n{}",
                     target::for_prompt(&request.schema)
