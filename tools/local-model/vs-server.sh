@@ -29,12 +29,7 @@ server() { # PORT: starts llama-server there, returns when it answers
     "$llama_server" --model "$model" --host 127.0.0.1 --port "$1" --ctx-size 8192 \
         --parallel 2 --metrics >> "$root/vs-server.log" 2>&1 &
     echo $! > "$root/vs-server-$1.pid"
-    for _ in $(seq 1 240); do
-        curl -sf "http://127.0.0.1:$1/v1/models" > /dev/null && return 0
-        sleep 0.5
-    done
-    echo "llama-server on port $1 did not start: $root/vs-server.log" >&2
-    return 1
+    wait_for_server "$1" "$root/vs-server.log"
 }
 stop() { # PORT: stops the server started there, returns when it is gone
     local pid
@@ -44,7 +39,7 @@ stop() { # PORT: stops the server started there, returns when it is gone
 }
 server "$port"
 trap 'stop $port; stop $((port + 1))' EXIT
-export -f server stop
+export -f server stop wait_for_server
 export llama_server model root
 EXAMPLES="${EXAMPLES:-got_day_plan anot_cafes code_analysis react inbox_triage}" \
     SAPC="${SAPC:-target/release/sapc}" MODEL="$model" PORT="$port" python3 - <<'PY'

@@ -28,25 +28,17 @@ wanted llama-server && install_llama_server
 servers=()
 cleanup() { for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
-wait_for() {
-    for _ in $(seq 1 240); do
-        curl -sf "http://127.0.0.1:$1/v1/models" > /dev/null && return 0
-        sleep 0.5
-    done
-    echo "the server on port $1 did not start; see $root/server-$1.log" >&2
-    exit 1
-}
 if wanted llama-cpp-python; then
     "$py" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port 8765 --n_ctx 4096 \
         > "$root/server-8765.log" 2>&1 &
     servers+=($!)
-    wait_for 8765
+    wait_for_server 8765 "$root/server-8765.log"
 fi
 if wanted llama-server; then
     "$llama_server" --model "$model" --host 127.0.0.1 --port 8766 --ctx-size 8192 \
         --parallel 2 > "$root/server-8766.log" 2>&1 &
     servers+=($!)
-    wait_for 8766
+    wait_for_server 8766 "$root/server-8766.log"
 fi
 
 cache="$(mktemp -d)"
