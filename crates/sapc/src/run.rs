@@ -83,8 +83,9 @@ pub struct RunArgs {
     /// adaptive — model calls start at 256 at once per provider, grow while answers come
     /// back at the usual latency, back off on 429/503, time-outs and a queue at the
     /// server (streamed answers starting later and later), up to 1024; iterations:
-    /// 1024]. Setting it starts model calls at N and caps both at N
-    /// (also `concurrency` under [provider] in sap.toml).
+    /// 1024; with `--provider local`, 1: iterations run in order, so the in-process
+    /// model's run repeats exactly]. Setting it starts model calls at N and caps both at
+    /// N (also `concurrency` under [provider] in sap.toml).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// Print the run's counters (calls, tokens, time) to standard error.
@@ -374,7 +375,17 @@ pub fn host_for(
         concurrency: args
             .concurrency
             .or(config.provider.concurrency)
-            .unwrap_or(Limits::default().concurrency)
+            .unwrap_or(
+                // The in-process model answers one call at a time, and the numbers it
+                // computes for a call depend on the calls before it (where their keys
+                // and values sit in its cache): iterations run one after another, so
+                // its calls come in the program's order and a run repeats exactly.
+                if crate::providers::kind(args, config).as_deref() == Some("local") {
+                    1
+                } else {
+                    Limits::default().concurrency
+                },
+            )
             .max(1),
     };
     let trace = match &args.trace {

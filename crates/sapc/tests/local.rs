@@ -247,6 +247,56 @@ fn main() -> () {
     }
 
     #[test]
+    fn a_parallel_for_gives_the_same_run_every_time() {
+        // Eight calls from a `parallel for`. Where a call's keys and values sit in the
+        // KV cache depends on the calls before it and changes its logits' last bits,
+        // and SmolLM2's long strings go their own way from there: when the calls came
+        // in whatever order the iterations reached the model, this program printed five
+        // different outputs in six runs. By default they now come in the program's order.
+        let text = r#"
+/// A short verdict on a cafe.
+struct Verdict {
+    /// What the review says of the coffee, in a few words.
+    coffee: String,
+    /// Stars, 1 to 5.
+    stars: i32,
+}
+
+fn judge(ctx: Context, review: String) -> Verdict {
+    "You judge cafes from their reviews for a guide to quiet places to work. Say what the review tells about the coffee, then give stars from 1 to 5."!
+    review!
+}
+
+fn main() -> () {
+    let reviews = [
+        "Blue Door: the espresso is bright and sour, the tables are small, the music is loud after five.",
+        "Corner Mill: slow service but the filter coffee is excellent and the back room is silent.",
+        "Harbor Beans: huge windows, many power outlets, coffee is burnt and bitter most days.",
+        "Little Fern: tiny place, friendly staff, oat flat white is the best in town, always full.",
+        "Station Roasters: loud grinders, good pastries, the cold brew is watery, wifi is fast.",
+        "The Reading Room: library quiet, tea is better than the coffee, seats are comfortable.",
+        "Kiln & Co: pottery studio cafe, pour over is careful and sweet, open only in mornings.",
+        "Night Owl: open late, decaf tastes like cardboard, lots of students studying silently.",
+    ]
+    let verdicts = parallel for r in reviews {
+        judge(Context::new(), r)
+    }
+    for v in verdicts {
+        print(to_string(v.stars) + " " + v.coffee)
+    }
+}
+"#;
+        let (_dir, file) = program("local_parallel_runs", text);
+        let f = file.to_str().unwrap();
+        let first = run(f, &[]);
+        ok(&first);
+        assert_eq!(stdout(&first).lines().count(), 8, "{}", stdout(&first));
+        let again = run(f, &[]);
+        ok(&again);
+        assert_eq!(stdout(&again), stdout(&first));
+    }
+
+    #[test]
     fn a_missing_model_is_a_clear_error() {
         fails(
             &main_example_with("/no/such.gguf"),

@@ -24,7 +24,13 @@
 //! - **A condition's answer is one token.** A Boolean condition is answered as its schema
 //!   asks, a sentence of reason (at most 200 characters) and then `true` or `false`;
 //!   `LOCAL_DECISION=token` asks the yes-or-no question alone, answered by one token.
-//! - **Deterministic.** Greedy decoding: the same program and model give the same run.
+//! - **Deterministic.** Greedy decoding, and calls answered in the order they come:
+//!   `sapc run` runs a `parallel for`'s iterations one after another with this provider
+//!   (unless `--concurrency` says otherwise), so they come in the program's order. The
+//!   order matters: where a call's keys and values sit in the cache, and where its prompt
+//!   was split into batches, change the last bits of its logits, and a long answer can
+//!   take another path from there (`examples/batch_invariance.rs` shows both). So the
+//!   same program and model give the same run.
 //!
 //! `LOCAL_REUSE=0` in the environment turns the prefix reuse off, for measuring it.
 
