@@ -31,7 +31,11 @@ fn argmax(logits: &[f32]) -> usize {
 /// Whether two sets of logits are the same bits, and their largest difference.
 fn compare(a: &[f32], b: &[f32]) -> (bool, f32) {
     let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-    let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let worst = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
     (same, worst)
 }
 
@@ -56,7 +60,8 @@ fn main() {
         model.new_context(&backend, params).expect("a context")
     };
     let tokens = |s: &str| model.vocab().tokenize(s.as_bytes(), false, true);
-    let a = tokens(&"The cafe has quiet tables, good coffee, and a long wooden counter. ".repeat(12));
+    let a =
+        tokens(&"The cafe has quiet tables, good coffee, and a long wooden counter. ".repeat(12));
     let b = tokens("<|im_start|>user\nWrite a plan of three steps for a day in Paris.<|im_end|>\n");
 
     // The prompt `a` in chunks ending at `cuts` (then its end), with `rider`: a token of
@@ -69,25 +74,40 @@ fn main() {
         for (k, &end) in cuts.iter().chain([a.len()].iter()).enumerate() {
             batch.clear();
             for (i, &t) in a.iter().enumerate().take(end).skip(start) {
-                batch.add(t, i as i32, &[0], i + 1 == a.len()).expect("room");
+                batch
+                    .add(t, i as i32, &[0], i + 1 == a.len())
+                    .expect("room");
             }
             last = batch.n_tokens() - 1;
             if rider {
-                batch.add(LlamaToken::new(42), k as i32, &[1], true).expect("room");
+                batch
+                    .add(LlamaToken::new(42), k as i32, &[1], true)
+                    .expect("room");
             }
             ctx.decode(&mut batch).expect("decoded");
             start = end;
         }
-        (ctx.get_logits_ith(last).to_vec(), started.elapsed().as_secs_f64() * 1e3)
+        (
+            ctx.get_logits_ith(last).to_vec(),
+            started.elapsed().as_secs_f64() * 1e3,
+        )
     };
     let (whole, alone_ms) = prompt(&[], false);
     println!("{} prompt tokens in one batch: {alone_ms:.0} ms", a.len());
     let third = a.len() / 3;
     for (what, cuts, rider) in [
         ("in two halves", vec![a.len() / 2], false),
-        ("in chunks of 7, 93 and the rest, last one token", vec![7, 100, a.len() - 1], false),
+        (
+            "in chunks of 7, 93 and the rest, last one token",
+            vec![7, 100, a.len() - 1],
+            false,
+        ),
         ("in one batch with another sequence's token", vec![], true),
-        ("in thirds, each with another sequence's token", vec![third, 2 * third], true),
+        (
+            "in thirds, each with another sequence's token",
+            vec![third, 2 * third],
+            true,
+        ),
     ] {
         let (logits, ms) = prompt(&cuts, rider);
         let (same, worst) = compare(&logits, &whole);
@@ -107,12 +127,16 @@ fn main() {
             batch.clear();
         }
         for (i, &t) in a.iter().enumerate() {
-            batch.add(t, i as i32, &[0], i + 1 == a.len()).expect("room");
+            batch
+                .add(t, i as i32, &[0], i + 1 == a.len())
+                .expect("room");
         }
         let mut a_at = batch.n_tokens() - 1;
         if with_b {
             for (i, &t) in b.iter().enumerate() {
-                batch.add(t, i as i32, &[1], i + 1 == b.len()).expect("room");
+                batch
+                    .add(t, i as i32, &[1], i + 1 == b.len())
+                    .expect("room");
             }
         }
         ctx.decode(&mut batch).expect("decoded");
@@ -145,7 +169,11 @@ fn main() {
         ("alone after another sequence's cells", false, true),
     ] {
         let (seen, ms) = decode(with_b, after_b);
-        let same = seen.iter().zip(&solo).filter(|(x, y)| compare(x, y).0).count();
+        let same = seen
+            .iter()
+            .zip(&solo)
+            .filter(|(x, y)| compare(x, y).0)
+            .count();
         println!("{what}: {same} of {steps} steps the same bits, {ms:.1} ms per step");
     }
 }

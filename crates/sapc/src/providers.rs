@@ -52,8 +52,8 @@ pub(crate) fn kind(args: &RunArgs, config: &Config) -> Option<String> {
 
 pub(crate) fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String> {
     let kind = kind(args, config).ok_or_else(|| {
-            "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--provider gemini`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
-        })?;
+        "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--provider gemini`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
+    })?;
     let mut http = HttpConfig::default();
     // Each model call in flight holds a connection, a file: allow as many as the
     // system lets this process open, and no more calls than that leaves room for.
