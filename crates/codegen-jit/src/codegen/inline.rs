@@ -291,8 +291,7 @@ fn splice(
                 ],
                 term: Terminator::Jump(continuation),
             });
-            out.frames
-                .push(outer.map(|fr| InlineFrame { scope: fr.scope }));
+            out.frames.push(outer);
             continue;
         }
         let mut insts: Vec<ir::Inst> = gb
@@ -334,8 +333,7 @@ fn splice(
     insts.extend(rest);
     f.blocks.push(ir::Block { insts, term });
     // It is in whatever copy the call was in.
-    out.frames
-        .push(outer.map(|fr| InlineFrame { scope: fr.scope }));
+    out.frames.push(outer);
     fallbacks
 }
 
