@@ -227,6 +227,15 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Whether calls are best made one at a time in the program's order: a provider
+    /// that answers one call at a time anyway, and whose answers depend on the calls
+    /// before it (the in-process model) or who should be asked in a sensible order (a
+    /// person). A `parallel for`'s iterations then run one after another unless a
+    /// concurrency is set.
+    fn in_order(&self) -> bool {
+        false
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

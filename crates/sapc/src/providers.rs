@@ -39,21 +39,15 @@ fn open_files_allowance() -> Option<usize> {
     )
 }
 
-/// The provider a run uses: `--provider`, a transcript (`--replay`, or one beside the
-/// program), or sap.toml's `[provider] kind`.
-pub(crate) fn kind(args: &RunArgs, config: &Config) -> Option<String> {
-    match (&args.provider, &args.replay) {
-        (Some(kind), _) => Some(kind.clone()),
-        (None, Some(_)) => Some("replay".to_owned()),
-        (None, None) if transcript_beside(&args.file).is_file() => Some("replay".to_owned()),
-        (None, None) => config.provider.kind.clone(),
-    }
-}
-
 pub(crate) fn provider(args: &RunArgs, config: &Config) -> Result<Arc<dyn Provider>, String> {
-    let kind = kind(args, config).ok_or_else(|| {
-        "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--provider gemini`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
-    })?;
+    let kind = match (&args.provider, &args.replay) {
+        (Some(kind), _) => kind.clone(),
+        (None, Some(_)) => "replay".to_owned(),
+        (None, None) if transcript_beside(&args.file).is_file() => "replay".to_owned(),
+        (None, None) => config.provider.kind.clone().ok_or_else(|| {
+            "no LLM provider: pass `--provider openai` (with OPENAI_API_KEY, and OPENAI_BASE_URL for vLLM, llama.cpp or Ollama), `--provider anthropic`, `--provider gemini`, `--replay TRANSCRIPT` or `--provider interactive`, or set [provider] kind in sap.toml".to_owned()
+        })?,
+    };
     let mut http = HttpConfig::default();
     // Each model call in flight holds a connection, a file: allow as many as the
     // system lets this process open, and no more calls than that leaves room for.

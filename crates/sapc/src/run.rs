@@ -83,9 +83,10 @@ pub struct RunArgs {
     /// adaptive — model calls start at 256 at once per provider, grow while answers come
     /// back at the usual latency, back off on 429/503, time-outs and a queue at the
     /// server (streamed answers starting later and later), up to 1024; iterations:
-    /// 1024; with `--provider local`, 1: iterations run in order, so the in-process
-    /// model's run repeats exactly]. Setting it starts model calls at N and caps both at
-    /// N (also `concurrency` under [provider] in sap.toml).
+    /// 1024; with `--provider local` or `interactive`, 1: iterations run in order, so the
+    /// in-process model's run repeats exactly and a person is asked in the program's
+    /// order]. Setting it starts model calls at N and caps both at N (also
+    /// `concurrency` under [provider] in sap.toml).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// Print the run's counters (calls, tokens, time) to standard error.
@@ -359,35 +360,6 @@ pub fn host_for(
             .or(config.budgets.max_time_seconds)
             .map(|s| Duration::from_secs_f64(s.max(0.0))),
     };
-    let limits = Limits {
-        max_depth: args
-            .max_depth
-            .or(config.budgets.max_depth)
-            .unwrap_or(Limits::default().max_depth),
-        max_loop_iterations: args
-            .max_iterations
-            .or(config.budgets.max_iterations)
-            .unwrap_or(Limits::default().max_loop_iterations),
-        max_model_iterations: args
-            .max_model_iterations
-            .or(config.budgets.max_model_iterations)
-            .unwrap_or(Limits::default().max_model_iterations),
-        concurrency: args
-            .concurrency
-            .or(config.provider.concurrency)
-            .unwrap_or(
-                // The in-process model answers one call at a time, and the numbers it
-                // computes for a call depend on the calls before it (where their keys
-                // and values sit in its cache): iterations run one after another, so
-                // its calls come in the program's order and a run repeats exactly.
-                if crate::providers::kind(args, config).as_deref() == Some("local") {
-                    1
-                } else {
-                    Limits::default().concurrency
-                },
-            )
-            .max(1),
-    };
     let trace = match &args.trace {
         Some(path) => Some(TraceSink::new(Box::new(
             std::fs::File::create(path)
@@ -435,6 +407,29 @@ pub fn host_for(
         Some(Arc::new(rt))
     } else {
         None
+    };
+    let limits = Limits {
+        max_depth: args
+            .max_depth
+            .or(config.budgets.max_depth)
+            .unwrap_or(Limits::default().max_depth),
+        max_loop_iterations: args
+            .max_iterations
+            .or(config.budgets.max_iterations)
+            .unwrap_or(Limits::default().max_loop_iterations),
+        max_model_iterations: args
+            .max_model_iterations
+            .or(config.budgets.max_model_iterations)
+            .unwrap_or(Limits::default().max_model_iterations),
+        concurrency: args
+            .concurrency
+            .or(config.provider.concurrency)
+            .unwrap_or(match &runtime {
+                // Iterations one after another, so the calls come in program order.
+                Some(rt) if rt.in_order() => 1,
+                _ => Limits::default().concurrency,
+            })
+            .max(1),
     };
     let mut host = Host::new(module, runtime.clone(), tokio.clone(), externs, limits)
         .with_tools(Arc::new(tools));

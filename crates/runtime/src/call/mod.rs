@@ -161,6 +161,12 @@ impl Runtime {
         self.provider.concurrency()
     }
 
+    /// Whether the provider's calls are best made in the program's order
+    /// ([`crate::llm::Provider::in_order`]).
+    pub fn in_order(&self) -> bool {
+        self.provider.in_order()
+    }
+
     // ------------------------------------------------------------ the four calls
 
     pub async fn produce(

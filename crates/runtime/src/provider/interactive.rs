@@ -76,6 +76,11 @@ impl Provider for InteractiveProvider {
         "interactive"
     }
 
+    /// A person answers one question at a time: in the program's order.
+    fn in_order(&self) -> bool {
+        true
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

@@ -156,6 +156,12 @@ impl Provider for LocalProvider {
         "local"
     }
 
+    /// One call at a time on one context, and a call's logits depend on where the
+    /// calls before it left their keys and values: in program order, a run repeats.
+    fn in_order(&self) -> bool {
+        true
+    }
+
     fn model(&self) -> &str {
         &self.model
     }
