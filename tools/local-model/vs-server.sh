@@ -5,8 +5,14 @@
 # calls, prompt tokens sent, prompt tokens *evaluated* (for `--provider local`, those
 # not reused from the KV cache, from `--stats`; for llama-server, its own counter
 # `llamacpp:prompt_tokens_total` from `/metrics`, read before and after the run, which
-# excludes what its slots' prompt caches reused), answer tokens, wall time and time per
-# answer.
+# excludes what its slots' prompt caches reused), answer tokens, the model's loading,
+# wall time and time per answer.
+#
+# "Load" is the time until the model could answer: for `--provider local` the loading
+# in the sapc process (`--stats`), part of its wall time; for a cold server, from its
+# start until it answers, which its run's wall time does not include (a warm server's
+# was paid before). "Per answer" is the wall time less the load the wall time
+# includes, over the calls: the time spent answering, compared on equal terms.
 #
 # llama-server runs two ways: *cold*, a server started for this example alone (no
 # cache from before, as each `sapc run --provider local` starts), and *warm*, one
@@ -60,24 +66,29 @@ def run(example, args):
     wall = time.perf_counter() - start
     line = next((l for l in p.stderr.splitlines() if "LLM calls" in l), "")
     calls = int(re.match(r"(\d+) LLM calls", line).group(1)) if line else 0
+    m = re.search(r"model: loaded in this process in ([0-9.]+) s", p.stderr)
+    load = float(m.group(1)) if m else 0.0
     m = re.search(r"tokens: (\d+) in(?: \((\d+) cached\))?, (\d+) out", line)
     sent, cached, out = (int(m.group(1)), int(m.group(2) or 0), int(m.group(3))) if m else (0, 0, 0)
-    return p.returncode, calls, sent, cached, out, wall
+    return p.returncode, calls, sent, cached, out, load, wall
 
-print("| example | run | exit | calls | prompt tokens | evaluated | answer tokens | wall time | per answer |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| example | run | exit | calls | prompt tokens | evaluated | answer tokens | load | wall time | per answer |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for example in os.environ["EXAMPLES"].split():
-    code, calls, sent, cached, out, wall = run(example, ["--provider", "local", "--model", model])
-    rows = [("local", code, calls, sent, sent - cached, out, wall)]
+    code, calls, sent, cached, out, load, wall = run(example, ["--provider", "local", "--model", model])
+    rows = [("local", code, calls, sent, sent - cached, out, f"{load:.2f} s", wall - load, wall)]
+    start = time.perf_counter()
     subprocess.run(["bash", "-c", f"server {cold}"], check=True)
+    started = f"{time.perf_counter() - start:.2f} s"
     for name, port in [("llama-server, cold", cold), ("llama-server, warm", warm)]:
         before = metric(port, "prompt_tokens_total")
-        code, calls, sent, _, out, wall = run(example, [
+        code, calls, sent, _, out, _, wall = run(example, [
             "--provider", "llamacpp", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2"])
-        rows.append((name, code, calls, sent, int(metric(port, "prompt_tokens_total") - before), out, wall))
+        rows.append((name, code, calls, sent, int(metric(port, "prompt_tokens_total") - before), out,
+                     started if port == cold else "-", wall, wall))
         if port == cold:
             subprocess.run(["bash", "-c", f"stop {cold}"], check=True)
-    for name, code, calls, sent, evaluated, out, wall in rows:
-        per = f"{wall / calls:.2f} s" if calls else "-"
-        print(f"| {example} | {name} | {code} | {calls} | {sent:,} | {evaluated:,} | {out:,} | {wall:.1f} s | {per} |")
+    for name, code, calls, sent, evaluated, out, load, answering, wall in rows:
+        per = f"{answering / calls:.2f} s" if calls else "-"
+        print(f"| {example} | {name} | {code} | {calls} | {sent:,} | {evaluated:,} | {out:,} | {load} | {wall:.1f} s | {per} |")
 PY

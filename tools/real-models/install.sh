@@ -55,9 +55,9 @@ install_llama_server() {
 # Returns when the OpenAI-compatible server on port $1 answers (two minutes at most);
 # fails naming its log, $2.
 wait_for_server() {
-    for _ in $(seq 1 240); do
+    for _ in $(seq 1 1200); do
         curl -sf "http://127.0.0.1:$1/v1/models" > /dev/null && return 0
-        sleep 0.5
+        sleep 0.1
     done
     echo "the server on port $1 did not start; see $2" >&2
     return 1

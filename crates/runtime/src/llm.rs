@@ -236,6 +236,12 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// How long the provider took to become ready in this process (the in-process
+    /// model's loading, `--stats`); `None` for one that only connects.
+    fn load_time(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

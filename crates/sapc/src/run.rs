@@ -302,6 +302,12 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             s.model_time.as_secs_f64(),
             s.wall_time.as_secs_f64()
         );
+        if let Some(load) = rt.load_time() {
+            eprintln!(
+                "model: loaded in this process in {:.2} s, before the run",
+                load.as_secs_f64()
+            );
+        }
         if let Some(c) = rt.concurrency() {
             eprintln!(
                 "concurrency: {} model calls in flight at most; limit {} (started at {}, cap {}, {} back-offs)",

@@ -107,6 +107,13 @@ mod with_the_model {
         ok(&second);
         assert_eq!(stdout(&first), stdout(&second));
         assert!(!stdout(&first).is_empty());
+        // `--stats` says how long the model took to load, apart from the run.
+        let load = stderr(&first)
+            .lines()
+            .find_map(|l| l.strip_prefix("model: loaded in this process in "))
+            .and_then(|rest| rest.split(' ').next()?.parse::<f64>().ok())
+            .expect("the model's load time in --stats");
+        assert!(load > 0.0, "{}", stderr(&first));
     }
 
     #[test]

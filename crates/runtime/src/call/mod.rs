@@ -167,6 +167,12 @@ impl Runtime {
         self.provider.in_order()
     }
 
+    /// How long the provider took to load in this process
+    /// ([`crate::llm::Provider::load_time`]).
+    pub fn load_time(&self) -> Option<std::time::Duration> {
+        self.provider.load_time()
+    }
+
     // ------------------------------------------------------------ the four calls
 
     pub async fn produce(

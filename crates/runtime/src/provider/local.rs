@@ -79,6 +79,8 @@ pub struct LocalProvider {
     /// `LOCAL_SCHEMA_TEXT=json` writes the JSON Schema itself instead of the answer's
     /// shape (`schema::shape`), for measuring one against the other.
     schema_as_json: bool,
+    /// From the start of `load` until the model and its first context were ready.
+    loaded_in: std::time::Duration,
 }
 
 impl LocalProvider {
@@ -90,6 +92,7 @@ impl LocalProvider {
                 path.display()
             ));
         }
+        let started = std::time::Instant::now();
         check_memory(path)?;
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready, loaded) = mpsc::channel::<Result<(), String>>();
@@ -115,6 +118,7 @@ impl LocalProvider {
                 _ => SchemaPlace::System,
             },
             schema_as_json: std::env::var("LOCAL_SCHEMA_TEXT").is_ok_and(|v| v == "json"),
+            loaded_in: started.elapsed(),
         })
     }
 }
@@ -164,6 +168,10 @@ impl Provider for LocalProvider {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn load_time(&self) -> Option<std::time::Duration> {
+        Some(self.loaded_in)
     }
 
     fn complete<'a>(
