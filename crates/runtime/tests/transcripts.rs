@@ -252,3 +252,14 @@ fn a_transcript_is_written_in_program_order_whatever_the_timing() {
     ReplayProvider::from_text(&text, "a.jsonl").unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_recording_keeps_the_recorded_providers_properties() {
+    // A person asked in program order stays so when the run is recorded (`--record`
+    // with `--provider interactive` or `local`): `sapc run` reads `in_order` from the
+    // provider it is given, the recorder.
+    let person = InteractiveProvider::new(Box::new(Cursor::new(Vec::new())), Box::new(Vec::new()));
+    let recorder = RecordingProvider::new(Arc::new(person), Box::new(Vec::new()), Vec::new());
+    assert!(runtime::llm::Provider::in_order(&recorder));
+    assert_eq!(runtime::llm::Provider::load_time(&recorder), None);
+}

@@ -229,6 +229,14 @@ impl Provider for RecordingProvider {
         self.inner.concurrency()
     }
 
+    fn in_order(&self) -> bool {
+        self.inner.in_order()
+    }
+
+    fn load_time(&self) -> Option<std::time::Duration> {
+        self.inner.load_time()
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,
