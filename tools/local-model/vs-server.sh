@@ -14,10 +14,12 @@
 # was paid before). "Per answer" is the wall time less the load the wall time
 # includes, over the calls: the time spent answering, compared on equal terms.
 #
-# llama-server runs two ways: *cold*, a server started for this example alone (no
-# cache from before, as each `sapc run --provider local` starts), and *warm*, one
-# server that has served every example run before this one (its slots and its RAM
-# prompt cache keep their prompts: the system turn, at least, is already there).
+# Each runs two ways. llama-server *cold* is a server started for this example alone (no
+# cache from before), *warm* one that has served every example run before this one (its
+# slots and its RAM prompt cache keep their prompts: the system turn, at least, is
+# already there). The local model *cold* keeps no system turn from before (an empty
+# `SAP_LOCAL_KV_CACHE`), *warm* is the same example run again, restoring the first
+# call's system turn the cold run kept.
 #
 #     tools/local-model/setup.sh && tools/local-model/vs-server.sh
 #
@@ -49,7 +51,7 @@ export -f server stop wait_for_server
 export llama_server model root
 EXAMPLES="${EXAMPLES:-got_day_plan anot_cafes code_analysis react inbox_triage}" \
     SAPC="${SAPC:-target/release/sapc}" MODEL="$model" PORT="$port" python3 - <<'PY'
-import os, re, subprocess, time, urllib.request
+import os, re, subprocess, tempfile, time, urllib.request
 
 sapc, model, warm = os.environ["SAPC"], os.environ["MODEL"], int(os.environ["PORT"])
 cold = warm + 1
@@ -59,10 +61,11 @@ def metric(port, name):
     m = re.search(rf"^llamacpp:{name} (\S+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
 
-def run(example, args):
+def run(example, args, env=None):
     start = time.perf_counter()
     p = subprocess.run([sapc, "run", f"examples/{example}.sap", "--stats", *args],
-                       capture_output=True, text=True, timeout=1800)
+                       capture_output=True, text=True, timeout=1800,
+                       env={**os.environ, **(env or {})})
     wall = time.perf_counter() - start
     line = next((l for l in p.stderr.splitlines() if "LLM calls" in l), "")
     calls = int(re.match(r"(\d+) LLM calls", line).group(1)) if line else 0
@@ -75,8 +78,12 @@ def run(example, args):
 print("| example | run | exit | calls | prompt tokens | evaluated | answer tokens | load | wall time | per answer |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for example in os.environ["EXAMPLES"].split():
-    code, calls, sent, cached, out, load, wall = run(example, ["--provider", "local", "--model", model])
-    rows = [("local", code, calls, sent, sent - cached, out, f"{load:.2f} s", wall - load, wall)]
+    rows = []
+    with tempfile.TemporaryDirectory() as kept:
+        for name in ["local, cold", "local, warm"]:
+            code, calls, sent, cached, out, load, wall = run(
+                example, ["--provider", "local", "--model", model], {"SAP_LOCAL_KV_CACHE": kept})
+            rows.append((name, code, calls, sent, sent - cached, out, f"{load:.2f} s", wall - load, wall))
     start = time.perf_counter()
     subprocess.run(["bash", "-c", f"server {cold}"], check=True)
     started = f"{time.perf_counter() - start:.2f} s"

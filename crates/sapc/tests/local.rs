@@ -49,7 +49,14 @@ mod with_the_model {
         MODEL.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `sapc run FILE --provider local --model MODEL --stats EXTRA…`, with no system
+    /// turns kept from earlier runs, so each test's token counts are its own.
     fn run(file: &str, extra: &[&str]) -> std::process::Output {
+        run_keeping(file, extra, "0")
+    }
+
+    /// `run` with `SAP_LOCAL_KV_CACHE=kept`.
+    fn run_keeping(file: &str, extra: &[&str], kept: &str) -> std::process::Output {
         let _turn = turn();
         let m = model();
         let mut args = vec![
@@ -62,7 +69,13 @@ mod with_the_model {
             "--stats",
         ];
         args.extend(extra);
-        sapc(&args)
+        std::process::Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .current_dir(super::common::examples().join(".."))
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .env("SAP_LOCAL_KV_CACHE", kept)
+            .output()
+            .expect("sapc runs")
     }
 
     /// The main example with `--provider local --model MODEL`.
@@ -253,14 +266,9 @@ fn main() -> () {
         assert!(stderr(&o).contains("(0 re-asks"), "{}", stderr(&o));
     }
 
-    #[test]
-    fn a_parallel_for_gives_the_same_run_every_time() {
-        // Eight calls from a `parallel for`. Where a call's keys and values sit in the
-        // KV cache depends on the calls before it and changes its logits' last bits,
-        // and SmolLM2's long strings go their own way from there: when the calls came
-        // in whatever order the iterations reached the model, this program printed five
-        // different outputs in six runs. By default they now come in the program's order.
-        let text = r#"
+    /// Eight free-text judgements from a `parallel for`: long answers, which go
+    /// another way when their logits' last bits change.
+    const REVIEWS: &str = r#"
 /// A short verdict on a cafe.
 struct Verdict {
     /// What the review says of the coffee, in a few words.
@@ -293,7 +301,15 @@ fn main() -> () {
     }
 }
 "#;
-        let (_dir, file) = program("local_parallel_runs", text);
+
+    #[test]
+    fn a_parallel_for_gives_the_same_run_every_time() {
+        // Eight calls from a `parallel for`. Where a call's keys and values sit in the
+        // KV cache depends on the calls before it and changes its logits' last bits,
+        // and SmolLM2's long strings go their own way from there: when the calls came
+        // in whatever order the iterations reached the model, this program printed five
+        // different outputs in six runs. By default they now come in the program's order.
+        let (_dir, file) = program("local_parallel_runs", REVIEWS);
         let f = file.to_str().unwrap();
         let first = run(f, &[]);
         ok(&first);
@@ -301,6 +317,64 @@ fn main() -> () {
         let again = run(f, &[]);
         ok(&again);
         assert_eq!(stdout(&again), stdout(&first));
+    }
+
+    #[test]
+    fn a_system_turn_kept_from_an_earlier_run_gives_the_same_run() {
+        // The first run evaluates its first call's system turn and keeps its keys and
+        // values; the second restores them instead, and prints the same, bit-sensitive
+        // long answers included.
+        let (dir, file) = program("local_kept", REVIEWS);
+        let f = file.to_str().unwrap();
+        let kept = dir.join("kv");
+        let k = kept.to_str().unwrap();
+        let first = run_keeping(f, &[], k);
+        ok(&first);
+        let files = std::fs::read_dir(&kept)
+            .expect("the folder is made")
+            .count();
+        assert_eq!(files, 1, "one system turn kept");
+        let second = run_keeping(f, &[], k);
+        ok(&second);
+        assert_eq!(stdout(&second), stdout(&first));
+        let (sent, reused) = tokens(&second);
+        assert_eq!(sent, tokens(&first).0);
+        assert!(
+            reused > tokens(&first).1,
+            "the second run reuses the kept turn: {}",
+            stderr(&second)
+        );
+    }
+
+    #[test]
+    fn a_damaged_kept_turn_is_evaluated_and_written_again() {
+        let (dir, _) = program("local_kept_damaged", "");
+        let kept = dir.join("kv");
+        let k = kept.to_str().unwrap();
+        let f = "examples/code_analysis.sap";
+        let first = run_keeping(f, &[], k);
+        ok(&first);
+        let file = std::fs::read_dir(&kept)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let whole = std::fs::read(&file).unwrap();
+        // Torn, then one bit flipped in the middle: each run evaluates the turn (reuses
+        // what the first run did within itself), prints the same, and writes it again.
+        for damaged in [whole[..whole.len() / 3].to_vec(), {
+            let mut d = whole.clone();
+            d[whole.len() / 2] ^= 1;
+            d
+        }] {
+            std::fs::write(&file, &damaged).unwrap();
+            let again = run_keeping(f, &[], k);
+            ok(&again);
+            assert_eq!(stdout(&again), stdout(&first));
+            assert_eq!(tokens(&again), tokens(&first));
+            assert_eq!(std::fs::read(&file).unwrap(), whole, "written again");
+        }
     }
 
     #[test]
