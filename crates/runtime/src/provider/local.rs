@@ -727,8 +727,10 @@ struct Kept {
     key: u64,
 }
 
-/// Files kept in the folder at most; the oldest go first.
+/// Files kept in the folder at most, and their bytes (SmolLM2-135M's system turns take
+/// 3–4 MB each, a 7B model's 30 times that); the oldest go first.
 const KEPT_FILES: usize = 64;
+const KEPT_BYTES: u64 = 512 * 1024 * 1024;
 
 impl Kept {
     fn from_env(model: &Path, threads: i32) -> Option<Kept> {
@@ -789,7 +791,14 @@ impl Kept {
         #[allow(unsafe_code)]
         let set =
             unsafe { ctx.state_seq_set_data_ext(state, seq as i32, LlamaStateSeqFlags::empty()) };
-        if !set {
+        if set {
+            // Used now: the last the pruning deletes.
+            let now = std::time::SystemTime::now();
+            let _ = std::fs::File::options()
+                .append(true)
+                .open(&file)
+                .and_then(|f| f.set_modified(now));
+        } else {
             let _ = remove(ctx, seq, 0);
         }
         set
@@ -822,19 +831,24 @@ impl Kept {
         self.prune();
     }
 
-    /// Deletes the oldest files beyond `KEPT_FILES`.
+    /// Deletes the oldest files beyond `KEPT_FILES` or `KEPT_BYTES`.
     fn prune(&self) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
-        let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "kv"))
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .filter_map(|e| {
+                let meta = e.metadata().ok()?;
+                Some((meta.modified().ok()?, meta.len(), e.path()))
+            })
             .collect();
-        if files.len() > KEPT_FILES {
-            files.sort();
-            for (_, path) in &files[..files.len() - KEPT_FILES] {
+        files.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut bytes = 0;
+        for (i, (_, len, path)) in files.iter().enumerate() {
+            bytes += len;
+            if i >= KEPT_FILES || bytes > KEPT_BYTES {
                 let _ = std::fs::remove_file(path);
             }
         }
