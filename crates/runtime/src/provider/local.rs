@@ -14,7 +14,8 @@
 //!   pool of cells (`Cache`); a new prompt reuses the longest prefix any of them holds
 //!   and evaluates only the rest, and a sibling call's shared prefix is copied rather
 //!   than truncating the sequence it came from. The answer's usage reports the prompt's
-//!   tokens and how many were reused (`cached`), and `--stats` shows them.
+//!   tokens and how many were reused (`cached`), and `--stats` shows them. A run's
+//!   first system turn is kept across runs (`Kept`), as a warm server keeps it.
 //! - **The prompt says what to write in few tokens.** The grammar enforces the answer's
 //!   shape; the prompt shows it to the model as its shape (`schema::shape`: `{"bugs":
 //!   [string], "severity": "Low" | "Medium" | "High"}`, with each field's doc comment),
@@ -844,7 +845,7 @@ impl Kept {
                 Some((meta.modified().ok()?, meta.len(), e.path()))
             })
             .collect();
-        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
         let mut bytes = 0;
         for (i, (_, len, path)) in files.iter().enumerate() {
             bytes += len;
