@@ -8,10 +8,7 @@
 #     tools/local-model/setup.sh && tools/local-model/speed.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source tools/real-models/install.sh
-install_llama_server
-model="${SAP_LOCAL_MODEL_CACHE:-$HOME/.cache/sap-local-model}/SmolLM2-135M-Instruct.gguf"
-[ -f "$model" ] || { echo "no model at $model: run tools/local-model/setup.sh" >&2; exit 1; }
+source tools/local-model/common.sh
 rounds="${1:-5}"
 port=8778
 cargo build --release -q -p runtime --features local --example local_speed

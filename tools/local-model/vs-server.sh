@@ -28,10 +28,7 @@
 # and serves with `--ctx-size 8192 --parallel 2`, as tools/real-models/run.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source tools/real-models/install.sh
-install_llama_server
-model="${SAP_LOCAL_MODEL_CACHE:-$HOME/.cache/sap-local-model}/SmolLM2-135M-Instruct.gguf"
-[ -f "$model" ] || { echo "no model at $model: run tools/local-model/setup.sh" >&2; exit 1; }
+source tools/local-model/common.sh
 port=8777
 server() { # PORT: starts llama-server there, returns when it answers
     "$llama_server" --model "$model" --host 127.0.0.1 --port "$1" --ctx-size 8192 \
