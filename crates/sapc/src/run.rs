@@ -25,7 +25,9 @@ pub struct RunArgs {
     /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
     /// `lmstudio` (OpenAI-compatible at their usual local address), `anthropic`,
     /// `gemini`, `local` (a GGUF model in this process: `--model PATH.gguf`, built with
-    /// the feature `local`), `replay` or `interactive`.
+    /// the feature `local`; a run's first system turn is kept for the next run in
+    /// `SAP_LOCAL_KV_CACHE`, default `~/.cache/sap/local-kv`, `0` for none), `replay` or
+    /// `interactive`.
     #[arg(long)]
     pub provider: Option<String>,
     /// How to ask an OpenAI-compatible server for the answer's shape: `json_schema`,
