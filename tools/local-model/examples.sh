@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Every example program on the in-process model (after setup.sh): exit status, model
 # calls, tokens (and how many were reused from the KV cache) and wall time, as a table.
-# SAPC overrides the sapc binary (default: the release build).
+# SAPC overrides the sapc binary (default: the release build). System turns are kept in
+# a folder of this run's own, which starts empty (SAP_LOCAL_KV_CACHE overrides it), so
+# what an example reuses from another run is what an earlier example in this one kept.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+kept=$(mktemp -d)
+trap 'rm -rf "$kept"' EXIT
+export SAP_LOCAL_KV_CACHE="${SAP_LOCAL_KV_CACHE:-$kept}"
 MODEL="${SAP_LOCAL_MODEL_CACHE:-$HOME/.cache/sap-local-model}/SmolLM2-135M-Instruct.gguf"
 SAPC="${SAPC:-target/release/sapc}"
 printf "| example | exit | LLM calls | re-asks | tokens in (reused) | tokens out | wall time |\n|---|---|---|---|---|---|---|\n"
