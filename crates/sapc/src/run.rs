@@ -416,26 +416,27 @@ pub fn host_for(
     } else {
         None
     };
+    let defaults = Limits::default();
     let limits = Limits {
         max_depth: args
             .max_depth
             .or(config.budgets.max_depth)
-            .unwrap_or(Limits::default().max_depth),
+            .unwrap_or(defaults.max_depth),
         max_loop_iterations: args
             .max_iterations
             .or(config.budgets.max_iterations)
-            .unwrap_or(Limits::default().max_loop_iterations),
+            .unwrap_or(defaults.max_loop_iterations),
         max_model_iterations: args
             .max_model_iterations
             .or(config.budgets.max_model_iterations)
-            .unwrap_or(Limits::default().max_model_iterations),
+            .unwrap_or(defaults.max_model_iterations),
         concurrency: args
             .concurrency
             .or(config.provider.concurrency)
             .unwrap_or(match &runtime {
                 // Iterations one after another, so the calls come in program order.
                 Some(rt) if rt.in_order() => 1,
-                _ => Limits::default().concurrency,
+                _ => defaults.concurrency,
             })
             .max(1),
     };
