@@ -320,10 +320,11 @@ fn main() -> () {
     }
 
     #[test]
-    fn a_system_turn_kept_from_an_earlier_run_gives_the_same_run() {
-        // The first run evaluates its first call's system turn and keeps its keys and
-        // values; the second restores them instead, and prints the same, bit-sensitive
-        // long answers included.
+    fn a_first_prompt_kept_from_an_earlier_run_gives_the_same_run() {
+        // The first run evaluates its first call's prompt and keeps the keys and values
+        // of its system turn and of all of it but the last token; the second restores
+        // the whole one instead, and prints the same, bit-sensitive long answers
+        // included.
         let (dir, file) = program("local_kept", REVIEWS);
         let f = file.to_str().unwrap();
         let kept = dir.join("kv");
@@ -333,7 +334,7 @@ fn main() -> () {
         let files = std::fs::read_dir(&kept)
             .expect("the folder is made")
             .count();
-        assert_eq!(files, 1, "one system turn kept");
+        assert_eq!(files, 2, "the system turn and the whole first prompt kept");
         let second = run_keeping(f, &[], k);
         ok(&second);
         assert_eq!(stdout(&second), stdout(&first));
@@ -341,39 +342,86 @@ fn main() -> () {
         assert_eq!(sent, tokens(&first).0);
         assert!(
             reused > tokens(&first).1,
-            "the second run reuses the kept turn: {}",
+            "the second run reuses the kept prompt: {}",
             stderr(&second)
         );
     }
 
+    /// One call, on `review`.
+    fn one_review(review: &str) -> String {
+        let (types, _) = REVIEWS.split_once("fn main()").unwrap();
+        format!(
+            "{types}fn main() -> () {{\n    print(judge(Context::new(), \"{review}\").coffee)\n}}\n"
+        )
+    }
+
     #[test]
-    fn a_damaged_kept_turn_is_evaluated_and_written_again() {
+    fn a_repeated_run_evaluates_one_token_of_its_first_prompt_and_another_input_its_user_turn() {
+        let (dir, file) = program(
+            "local_kept_one",
+            &one_review("Corner Mill: slow service but the filter coffee is excellent."),
+        );
+        let f = file.to_str().unwrap();
+        let kept = dir.join("kv");
+        let k = kept.to_str().unwrap();
+        let first = run_keeping(f, &[], k);
+        ok(&first);
+        let (sent, reused) = tokens(&first);
+        assert_eq!(reused, 0, "{}", stderr(&first));
+        let again = run_keeping(f, &[], k);
+        ok(&again);
+        assert_eq!(stdout(&again), stdout(&first));
+        assert_eq!(tokens(&again), (sent, sent - 1), "{}", stderr(&again));
+        // Another review: the same system turn, restored; the user turn evaluated. It
+        // prints what a run keeping nothing prints.
+        let (_, other) = program(
+            "local_kept_other",
+            &one_review("Night Owl: open late, decaf tastes like cardboard, students everywhere."),
+        );
+        let o = other.to_str().unwrap();
+        let restoring = run_keeping(o, &[], k);
+        ok(&restoring);
+        let (sent, reused) = tokens(&restoring);
+        assert!(reused > 0 && reused + 10 < sent, "{}", stderr(&restoring));
+        let afresh = run(o, &[]);
+        ok(&afresh);
+        assert_eq!(stdout(&restoring), stdout(&afresh));
+    }
+
+    #[test]
+    fn a_damaged_kept_prompt_is_evaluated_and_written_again() {
         let (dir, _) = program("local_kept_damaged", "");
         let kept = dir.join("kv");
         let k = kept.to_str().unwrap();
         let f = "examples/code_analysis.sap";
         let first = run_keeping(f, &[], k);
         ok(&first);
-        let file = std::fs::read_dir(&kept)
+        let files: Vec<_> = std::fs::read_dir(&kept)
             .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        let whole = std::fs::read(&file).unwrap();
-        // Torn, then one bit flipped in the middle: each run evaluates the turn (reuses
-        // what the first run did within itself), prints the same, and writes it again.
-        for damaged in [whole[..whole.len() / 3].to_vec(), {
-            let mut d = whole.clone();
-            d[whole.len() / 2] ^= 1;
+            .map(|e| e.unwrap().path())
+            .collect();
+        let wholes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+        assert_eq!(files.len(), 2);
+        // Every file torn, then one bit flipped in the middle of each: each run evaluates
+        // the prompt (reuses what the first run did within itself), prints the same, and
+        // writes them again.
+        let torn = |w: &Vec<u8>| w[..w.len() / 3].to_vec();
+        let flipped = |w: &Vec<u8>| {
+            let mut d = w.clone();
+            d[w.len() / 2] ^= 1;
             d
-        }] {
-            std::fs::write(&file, &damaged).unwrap();
+        };
+        for damage in [&torn as &dyn Fn(&Vec<u8>) -> Vec<u8>, &flipped] {
+            for (file, whole) in files.iter().zip(&wholes) {
+                std::fs::write(file, damage(whole)).unwrap();
+            }
             let again = run_keeping(f, &[], k);
             ok(&again);
             assert_eq!(stdout(&again), stdout(&first));
             assert_eq!(tokens(&again), tokens(&first));
-            assert_eq!(std::fs::read(&file).unwrap(), whole, "written again");
+            for (file, whole) in files.iter().zip(&wholes) {
+                assert_eq!(&std::fs::read(file).unwrap(), whole, "written again");
+            }
         }
     }
 

@@ -15,7 +15,8 @@
 //!   and evaluates only the rest, and a sibling call's shared prefix is copied rather
 //!   than truncating the sequence it came from. The answer's usage reports the prompt's
 //!   tokens and how many were reused (`cached`), and `--stats` shows them. A run's
-//!   first system turn is kept across runs (`Kept`), as a warm server keeps it.
+//!   first prompt is kept across runs (`Kept`), whole and up to its system turn, as a
+//!   warm server keeps its prompts: a repeated run evaluates one token of it.
 //! - **The prompt says what to write in few tokens.** The grammar enforces the answer's
 //!   shape; the prompt shows it to the model as its shape (`schema::shape`: `{"bugs":
 //!   [string], "severity": "Low" | "Medium" | "High"}`, with each field's doc comment),
@@ -578,46 +579,64 @@ fn attempt(
     let fresh = cache.is_empty();
     let (seq, mut common) = cache.place(ctx, tokens)?;
     let ids = [seq as i32];
-    // Into an empty cache, the system turn is evaluated as a batch of its own, so its
-    // keys and values are the same bits whether evaluated here or restored from an
-    // earlier run (`Kept`), and so is everything after them.
-    let head = if fresh && common == 0 { head() } else { None };
-    let kept = engine.kept.as_ref().zip(head);
-    if let Some((kept, head)) = kept
-        && kept.restore(ctx, seq, &tokens[..head])
+    // Into an empty cache, the prompt is evaluated in batches that end at fixed marks:
+    // the end of the system turn and the end of all but the last token. So the keys and
+    // values up to a mark are the same bits whether evaluated here or restored from an
+    // earlier run (`Kept`), and so is everything after them. The longest mark kept is
+    // restored: a run repeated evaluates one token of its first prompt, a run whose
+    // first call differs (its input, its context) still finds its system turn.
+    let marks: Vec<usize> = match fresh && common == 0 {
+        true => head()
+            .into_iter()
+            .chain(Some(tokens.len().saturating_sub(1)))
+            .filter(|&m| m > 0)
+            .collect(),
+        false => Vec::new(),
+    };
+    let kept = engine.kept.as_ref().filter(|_| !marks.is_empty());
+    if let Some(kept) = kept
+        && let Some(&mark) = marks
+            .iter()
+            .rev()
+            .find(|&&m| kept.restore(ctx, seq, &tokens[..m]))
     {
-        cache.sequences[seq].tokens = tokens[..head].to_vec();
-        common = head;
+        cache.sequences[seq].tokens = tokens[..mark].to_vec();
+        common = mark;
     }
     let mut batch = LlamaBatch::new(BATCH, 1);
     let mut position = common;
-    let split = head.filter(|&h| h > common).unwrap_or(common);
-    let chunks = tokens[common..split]
-        .chunks(BATCH)
-        .chain(tokens[split..].chunks(BATCH));
-    for chunk in chunks {
-        batch.clear();
-        for (i, &t) in chunk.iter().enumerate() {
-            let last = position + i + 1 == tokens.len();
-            batch
-                .add(t, (position + i) as i32, &ids, last)
-                .map_err(|e| failed(format!("a batch: {e}")))?;
+    let mut start = common;
+    for end in marks
+        .iter()
+        .copied()
+        .filter(|&m| m > common)
+        .chain([tokens.len()])
+    {
+        for chunk in tokens[start..end].chunks(BATCH) {
+            batch.clear();
+            for (i, &t) in chunk.iter().enumerate() {
+                let last = position + i + 1 == tokens.len();
+                batch
+                    .add(t, (position + i) as i32, &ids, last)
+                    .map_err(|e| failed(format!("a batch: {e}")))?;
+            }
+            decode(
+                ctx,
+                cache,
+                may_grow,
+                seq,
+                &mut batch,
+                "evaluating the prompt",
+            )?;
+            cache.sequences[seq].tokens.extend_from_slice(chunk);
+            position += chunk.len();
         }
-        decode(
-            ctx,
-            cache,
-            may_grow,
-            seq,
-            &mut batch,
-            "evaluating the prompt",
-        )?;
-        cache.sequences[seq].tokens.extend_from_slice(chunk);
-        position += chunk.len();
-        if let Some((kept, head)) = kept
-            && position == head
+        if let Some(kept) = kept
+            && end < tokens.len()
         {
-            kept.save(ctx, seq, &tokens[..head]);
+            kept.save(ctx, seq, &tokens[..end]);
         }
+        start = end;
     }
     let mut grammar = LlamaSampler::grammar(model, &job.grammar, "root")
         .map_err(|e| failed(format!("the answer's grammar: {e}")))?;

@@ -1,5 +1,5 @@
-//! System turns' keys and values kept across runs (`SAP_LOCAL_KV_CACHE`), for the
-//! in-process model: the file store and its checked format.
+//! The keys and values of runs' first prompts kept across runs (`SAP_LOCAL_KV_CACHE`),
+//! for the in-process model: the file store and its checked format.
 
 use std::path::{Path, PathBuf};
 
@@ -8,13 +8,16 @@ use llama_cpp_2::token::LlamaToken;
 
 use super::{Context, remove};
 
-/// System turns' keys and values kept across runs, one file each, as a warm server
-/// keeps its prompt cache: a run's first call restores its system turn (the
-/// instructions to every call and the answer's shape) instead of evaluating it.
+/// Keys and values of prompts' beginnings kept across runs, one file each, as a warm
+/// server keeps its prompt cache. A run's first call keeps two: its system turn (the
+/// instructions to every call and the answer's shape) and its whole prompt but the
+/// last token. A later run's first call restores the longer one its prompt starts
+/// with: a repeated run evaluates one token of it, a run with other input its user
+/// turn.
 ///
-/// A restored state is the same bits as one evaluated afresh: it was evaluated as a
-/// batch of its own into an empty cache, as every run's first call now evaluates it,
-/// and it is restored only into an empty cache, so its cells sit where they would.
+/// A restored state is the same bits as one evaluated afresh: a call into an empty
+/// cache evaluates its prompt in batches that end where the kept beginnings end, and a
+/// state is restored only into an empty cache, so its cells sit where they would.
 /// Files are named by everything that could change those bits — the model file (path,
 /// size, time), this executable (a rebuild is another llama.cpp), the threads and the
 /// context's size — and by the tokens, which the file holds too and which are compared
@@ -25,8 +28,10 @@ pub(super) struct Kept {
     key: u64,
 }
 
-/// Files kept in the folder at most, and their bytes (SmolLM2-135M's system turns take
-/// 3–4 MB each, a 7B model's 30 times that); the oldest go first.
+/// Files kept in the folder at most, and their bytes (SmolLM2-135M's keys and values
+/// take 23 KB a token, its system turns 3–4 MB each, a 7B model's 5 times more a
+/// token); the oldest go first. A state larger than an eighth of the bytes is not
+/// kept: it would push out most of the others, and writing it costs more than it saves.
 const KEPT_FILES: usize = 64;
 const KEPT_BYTES: u64 = 512 * 1024 * 1024;
 
@@ -111,6 +116,9 @@ impl Kept {
         }
         let flags = LlamaStateSeqFlags::empty();
         let size = ctx.state_seq_get_size_ext(seq as i32, flags);
+        if size as u64 > KEPT_BYTES / 8 {
+            return;
+        }
         let mut state = vec![0u8; size];
         // SAFETY: `state` has the room llama.cpp says the sequence's state needs.
         #[allow(unsafe_code)]
