@@ -15,11 +15,11 @@
 # includes, over the calls: the time spent answering, compared on equal terms.
 #
 # Each runs two ways. llama-server *cold* is a server started for this example alone (no
-# cache from before), *warm* one that has served every example run before this one (its
-# slots and its RAM prompt cache keep their prompts: the system turn, at least, is
-# already there). The local model *cold* keeps no system turn from before (an empty
-# `SAP_LOCAL_KV_CACHE`), *warm* is the same example run again, restoring the first
-# call's system turn the cold run kept.
+# cache from before); *warm* is the example's second run on a server that has served
+# every example before it and this one once (its slots and its RAM prompt cache keep
+# their prompts). The local model *cold* keeps nothing from before (an empty
+# `SAP_LOCAL_KV_CACHE`); *warm* is the same example run again, restoring the first
+# call's prompt the cold run kept.
 #
 #     tools/local-model/setup.sh && tools/local-model/vs-server.sh
 #
@@ -85,9 +85,11 @@ for example in os.environ["EXAMPLES"].split():
     subprocess.run(["bash", "-c", f"server {cold}"], check=True)
     started = f"{time.perf_counter() - start:.2f} s"
     for name, port in [("llama-server, cold", cold), ("llama-server, warm", warm)]:
+        args = ["--provider", "llamacpp", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2"]
+        if port == warm:
+            run(example, args)  # served once before the run measured
         before = metric(port, "prompt_tokens_total")
-        code, calls, sent, _, out, _, wall = run(example, [
-            "--provider", "llamacpp", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2"])
+        code, calls, sent, _, out, _, wall = run(example, args)
         rows.append((name, code, calls, sent, int(metric(port, "prompt_tokens_total") - before), out,
                      started if port == cold else "-", wall, wall))
         if port == cold:

@@ -25,7 +25,7 @@ pub struct RunArgs {
     /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
     /// `lmstudio` (OpenAI-compatible at their usual local address), `anthropic`,
     /// `gemini`, `local` (a GGUF model in this process: `--model PATH.gguf`, built with
-    /// the feature `local`; a run's first system turn is kept for the next run in
+    /// the feature `local`; a run's first prompt is kept for the next run in
     /// `SAP_LOCAL_KV_CACHE`, default `~/.cache/sap/local-kv`, `0` for none), `replay` or
     /// `interactive`.
     #[arg(long)]
