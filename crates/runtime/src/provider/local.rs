@@ -585,13 +585,14 @@ fn attempt(
     // earlier run (`Kept`), and so is everything after them. The longest mark kept is
     // restored: a run repeated evaluates one token of its first prompt, a run whose
     // first call differs (its input, its context) still finds its system turn.
-    let marks: Vec<usize> = match fresh && common == 0 {
-        true => head()
+    let marks: Vec<usize> = if fresh && common == 0 {
+        head()
             .into_iter()
             .chain(Some(tokens.len().saturating_sub(1)))
             .filter(|&m| m > 0)
-            .collect(),
-        false => Vec::new(),
+            .collect()
+    } else {
+        Vec::new()
     };
     let kept = engine.kept.as_ref().filter(|_| !marks.is_empty());
     if let Some(kept) = kept
