@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every example program on the in-process model (after setup.sh): exit status, model
 # calls, tokens (and how many were reused from the KV cache) and wall time, as a table.
-# SAPC overrides the sapc binary (default: the release build). System turns are kept in
+# SAPC overrides the sapc binary (default: the release build). First prompts are kept in
 # a folder of this run's own, which starts empty (SAP_LOCAL_KV_CACHE overrides it), so
 # what an example reuses from another run is what an earlier example in this one kept.
 set -uo pipefail
