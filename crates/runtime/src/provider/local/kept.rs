@@ -211,3 +211,41 @@ fn checksum(head: &[u8], state: &[u8]) -> u64 {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(ids: &[i32]) -> Vec<LlamaToken> {
+        ids.iter().map(|&i| LlamaToken::new(i)).collect()
+    }
+
+    #[test]
+    fn a_kept_file_gives_back_its_state_for_its_tokens_only() {
+        let held = tokens(&[1, 2, 3]);
+        let state = b"the keys and values".to_vec();
+        let file = kept_file(&held, &state);
+        assert_eq!(kept_state(&file, &held), Some(&state[..]));
+        // Other tokens, fewer or more: not this file's state (a name's hash collided).
+        assert_eq!(kept_state(&file, &tokens(&[1, 2, 4])), None);
+        assert_eq!(kept_state(&file, &tokens(&[1, 2])), None);
+        assert_eq!(kept_state(&file, &tokens(&[1, 2, 3, 4])), None);
+    }
+
+    #[test]
+    fn a_damaged_kept_file_gives_nothing() {
+        let held = tokens(&[7, 8]);
+        let file = kept_file(&held, &[5u8; 64]);
+        for cut in [0, 7, 8, 20, file.len() - 1] {
+            assert_eq!(kept_state(&file[..cut], &held), None, "cut at {cut}");
+        }
+        for at in [0, 9, 17, 30, file.len() - 1] {
+            let mut flipped = file.clone();
+            flipped[at] ^= 0x10;
+            assert_eq!(kept_state(&flipped, &held), None, "bit flipped at {at}");
+        }
+        let mut longer = file.clone();
+        longer.push(0);
+        assert_eq!(kept_state(&longer, &held), None, "a byte too many");
+    }
+}
