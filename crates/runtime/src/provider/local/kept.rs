@@ -29,9 +29,9 @@ pub(super) struct Kept {
 }
 
 /// Files kept in the folder at most, and their bytes (SmolLM2-135M's keys and values
-/// take 23 KB a token, its system turns 3–4 MB each, a 7B model's 5 times more a
-/// token); the oldest go first. A state larger than an eighth of the bytes is not
-/// kept: it would push out most of the others, and writing it costs more than it saves.
+/// take 23 KB a token: 3–4 MB for a system turn, 5–6 MB for the examples' first
+/// prompts; a 7B model's about 5 times more a token); the oldest go first. A state
+/// larger than an eighth of the bytes is not kept: it would push out most of the others.
 const KEPT_FILES: usize = 64;
 const KEPT_BYTES: u64 = 512 * 1024 * 1024;
 
