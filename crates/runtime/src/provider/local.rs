@@ -343,7 +343,7 @@ struct Engine<'m> {
     /// The most cells a context gets: `CONTEXT_TOKENS`, or the model's training length
     /// if shorter.
     most: u32,
-    /// Where system turns' keys and values are kept across runs, if anywhere.
+    /// Where first prompts' keys and values are kept across runs, if anywhere.
     kept: Option<Kept>,
 }
 

@@ -128,9 +128,12 @@ impl Kept {
         }
         // Written aside and renamed, so a run reading it meanwhile never sees half.
         let part = file.with_extension(format!("{}.part", std::process::id()));
-        if std::fs::write(&part, kept_file(tokens, &state)).is_err()
-            || std::fs::rename(&part, &file).is_err()
-        {
+        let written = std::fs::File::create(&part).and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(&kept_head(tokens, &state))?;
+            f.write_all(&state)
+        });
+        if written.is_err() || std::fs::rename(&part, &file).is_err() {
             let _ = std::fs::remove_file(&part);
             return;
         }
@@ -165,8 +168,9 @@ impl Kept {
 /// a checksum of all before it and the state, then the state.
 const KEPT_MAGIC: &[u8; 8] = b"sapkv\x001\n";
 
-fn kept_file(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(state.len() + 4 * tokens.len() + 32);
+/// All of a kept file before its state (written apart: the state may be tens of MB).
+fn kept_head(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 * tokens.len() + 32);
     out.extend_from_slice(KEPT_MAGIC);
     out.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
     for t in tokens {
@@ -175,7 +179,6 @@ fn kept_file(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(state.len() as u64).to_le_bytes());
     let sum = checksum(&out, state);
     out.extend_from_slice(&sum.to_le_bytes());
-    out.extend_from_slice(state);
     out
 }
 
@@ -215,6 +218,10 @@ fn checksum(head: &[u8], state: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kept_file(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
+        [kept_head(tokens, state), state.to_vec()].concat()
+    }
 
     fn tokens(ids: &[i32]) -> Vec<LlamaToken> {
         ids.iter().map(|&i| LlamaToken::new(i)).collect()
