@@ -6,6 +6,10 @@ arithmetic (`-C overflow-checks=on`, what sap's `+` does), side by side in one r
 
     python3 tools/calls-bench/run.py [--sapc [LABEL=]PATH ...] [--repeat 11] [--instructions]
 
+Without `--sapc` it builds `sapc` as the README does (release, default features) and runs
+a copy of it: `target/release/sapc` is whatever was built last, and a build with
+`--features local` starts about a millisecond later (it links libstdc++ and llama.cpp).
+
 Prints a Markdown table of median and best wall times, and each sap's ratio to both. The
 commands run in turn, round after round (a shared machine's slow stretches fall on all).
 
@@ -17,6 +21,7 @@ valgrind first), and those for fib(30) less those for fib(25), where start-up ca
 
 import argparse
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -63,17 +68,26 @@ def instructions(cmd):
     return int(line.split()[-1])
 
 
+def default_build(d):
+    """The README's build of `sapc` (release, default features), copied into `d`."""
+    subprocess.run(["cargo", "build", "--release", "--locked", "-p", "sapc"], cwd=ROOT,
+                   check=True, capture_output=True)
+    path = os.path.join(d, "sapc")
+    shutil.copy2(os.path.join(ROOT, "target", "release", "sapc"), path)
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sapc", action="append", default=None)
     ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
-    binaries = []
-    for spec in args.sapc or [os.path.join(ROOT, "target", "release", "sapc")]:
-        label, _, path = spec.rpartition("=")
-        binaries.append((label or "sap", os.path.abspath(path)))
     with tempfile.TemporaryDirectory() as d:
+        binaries = []
+        for spec in args.sapc or [default_build(d)]:
+            label, _, path = spec.rpartition("=")
+            binaries.append((label or "sap", os.path.abspath(path)))
         with open(os.path.join(d, "fib.rs"), "w") as f:
             f.write(RUST)
         with open(os.path.join(d, "fib.sap"), "w") as f:
