@@ -116,7 +116,11 @@ impl FnCg<'_, '_> {
                     BinOp::Sub => self.b.ins().ssub_overflow(a, b),
                     _ => self.b.ins().smul_overflow(a, b),
                 };
-                self.fail_if(overflow, kind(), span, a, b);
+                if matches!(op, BinOp::Add | BinOp::Sub) && *ty == Type::I64 {
+                    self.fail_if_sum(op, overflow, kind(), span, r, b);
+                } else {
+                    self.fail_if(overflow, kind(), span, a, b);
+                }
                 if *ty == Type::I32 {
                     self.check_i32(r, kind(), span, a, b);
                 }

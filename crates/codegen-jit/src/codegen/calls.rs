@@ -5,7 +5,7 @@
 use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::condcodes::IntCC;
-use ir::SrcSpan;
+use ir::{BinOp, SrcSpan};
 
 use super::SLOW_PATHS;
 use super::function::{FnCg, span_of};
@@ -131,7 +131,8 @@ impl FnCg<'_, '_> {
         self.b.ins().return_(&[zero, failed]);
     }
 
-    /// Fails with `kind` when `condition` is nonzero.
+    /// Fails with `kind` when `condition` is nonzero; the failure's message quotes the
+    /// operands `a` and `b`.
     pub(super) fn fail_if(
         &mut self,
         condition: clif::Value,
@@ -140,11 +141,46 @@ impl FnCg<'_, '_> {
         a: clif::Value,
         b: clif::Value,
     ) {
+        self.fail_if_with(condition, kind, span, |_| (a, b));
+    }
+
+    /// `fail_if` for the overflow of `r = a + b` or `r = a - b`, whose failure gets `a`
+    /// back from the wrapped `r` as `r - b` or `r + b`: `a` need not live past the sum,
+    /// which can then overwrite it, rather than a copy being kept for the message (fib's
+    /// `fib(n - 1) + fib(n - 2)`: a move or two fewer per sum).
+    pub(super) fn fail_if_sum(
+        &mut self,
+        op: BinOp,
+        overflow: clif::Value,
+        kind: FailKind,
+        span: Option<SrcSpan>,
+        r: clif::Value,
+        b: clif::Value,
+    ) {
+        self.fail_if_with(overflow, kind, span, |cg| {
+            let a = match op {
+                BinOp::Add => cg.b.ins().isub(r, b),
+                _ => cg.b.ins().iadd(r, b),
+            };
+            (a, b)
+        });
+    }
+
+    /// Fails with `kind` when `condition` is nonzero, with the operands `operands`
+    /// computes in the failing block.
+    fn fail_if_with(
+        &mut self,
+        condition: clif::Value,
+        kind: FailKind,
+        span: Option<SrcSpan>,
+        operands: impl FnOnce(&mut Self) -> (clif::Value, clif::Value),
+    ) {
         let fail = self.b.create_block();
         let ok = self.b.create_block();
         self.b.ins().brif(condition, fail, &[], ok, &[]);
         self.b.switch_to_block(fail);
         self.b.set_cold_block(fail);
+        let (a, b) = operands(self);
         let d = self.pin(Pin::Fail(FailDesc { kind, span }));
         self.call_env(Intr::Fail, &[d, a, b]);
         self.unwind(span);
