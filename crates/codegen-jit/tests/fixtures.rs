@@ -104,8 +104,8 @@ fn uses_tools(path: &Path) -> bool {
 
 /// Every fixture: the examples (run from the repository root, as the README does) and
 /// the engine fixtures (each in a fresh directory of its own).
-fn fixtures() -> Vec<Fixture> {
-    let scratch = std::env::temp_dir().join(format!("sap-fixtures-{}", std::process::id()));
+fn fixtures() -> (test_support::Scratch, Vec<Fixture>) {
+    let scratch = test_support::Scratch::new("fixtures");
     let mut all = Vec::new();
     for (dir, own_directory) in [("examples", false), ("tests/fixtures/run", true)] {
         let mut paths: Vec<PathBuf> = std::fs::read_dir(repository().join(dir))
@@ -129,7 +129,7 @@ fn fixtures() -> Vec<Fixture> {
     if let Ok(filter) = std::env::var("SAP_FIXTURE") {
         all.retain(|f| f.name.contains(&filter));
     }
-    all
+    (scratch, all)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -380,7 +380,7 @@ fn every_fixture_runs_the_same_on_both_engines() {
         .enable_all()
         .build()
         .unwrap();
-    let fixtures = fixtures();
+    let (_scratch, fixtures) = fixtures();
     assert!(!fixtures.is_empty(), "no fixture matched");
     let mut failures = Vec::new();
     for fixture in &fixtures {
@@ -444,8 +444,7 @@ fn every_depth_limit_stops_inlined_code_where_the_evaluator_stops() {
         .enable_all()
         .build()
         .unwrap();
-    let scratch = std::env::temp_dir().join(format!("sap-depths-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).unwrap();
+    let scratch = test_support::Scratch::new("depths");
     let path = scratch.join("depths.sap");
     let source = "fn fib(n: i64) -> i64 { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }\n\
                   fn twice(n: i64) -> i64 { fib(n) + fib(n - 1) }\n\
@@ -454,7 +453,7 @@ fn every_depth_limit_stops_inlined_code_where_the_evaluator_stops() {
     let mut failures = Vec::new();
     let mut stopped = 0;
     for depth in 1..=14 {
-        let mut fixture = Fixture::read(&path, scratch.clone());
+        let mut fixture = Fixture::read(&path, scratch.to_path_buf());
         fixture.limits.max_depth = depth;
         let jit = run(&fixture, Engine::Jit, &tokio);
         let eval = run(&fixture, Engine::Evaluator, &tokio);
@@ -466,7 +465,6 @@ fn every_depth_limit_stops_inlined_code_where_the_evaluator_stops() {
         }
         stopped += usize::from(eval.error.is_some());
     }
-    let _ = std::fs::remove_dir_all(&scratch);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // fib(12) needs 12 levels under main and twice: the lower limits stop it.
     assert_eq!(stopped, 13, "limits 1..=13 stop the run, 14 lets it finish");

@@ -690,11 +690,11 @@ mod tests {
         }
     }
 
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("sap-journal-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("run.journal")
+    /// A journal's path in a folder of the test's own, removed with the folder.
+    fn temp(name: &str) -> (test_support::Scratch, PathBuf) {
+        let dir = test_support::Scratch::new(&format!("journal-{name}"));
+        let path = dir.join("run.journal");
+        (dir, path)
     }
 
     #[test]
@@ -715,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_second_run_is_answered_from_the_journal() {
-        let path = temp("resume");
+        let (_dir, path) = temp("resume");
         {
             let j = Journal::open(&path, "/p.sap", Policy::Stop).unwrap();
             assert_eq!(j.lookup(&call(&[0], "ask a"), false).unwrap(), Found::New);
@@ -732,7 +732,7 @@ mod tests {
 
     #[test]
     fn a_changed_request_is_named_or_rerun() {
-        let path = temp("diverge");
+        let (_dir, path) = temp("diverge");
         {
             let j = Journal::open(&path, "/p.sap", Policy::Stop).unwrap();
             for (i, r) in ["one", "two\nsame", "three"].iter().enumerate() {
@@ -768,7 +768,7 @@ mod tests {
 
     #[test]
     fn an_unfinished_call_stops_the_run_unless_idempotent() {
-        let path = temp("inflight");
+        let (_dir, path) = temp("inflight");
         {
             let j = Journal::open(&path, "/p.sap", Policy::Stop).unwrap();
             j.begin(&call(&[0], "pay")).unwrap();
@@ -788,7 +788,7 @@ mod tests {
 
     #[test]
     fn bad_journals_are_refused_clearly() {
-        let path = temp("bad");
+        let (_dir, path) = temp("bad");
         std::fs::write(&path, "this is not a database, just text that is long enough to fill a header page of sqlite for sure").unwrap();
         let m = Journal::open(&path, "/p.sap", Policy::Stop)
             .err()
@@ -796,7 +796,7 @@ mod tests {
             .to_string();
         assert!(m.contains("not a sap journal"), "{m}");
 
-        let path = temp("other");
+        let (_dir, path) = temp("other");
         drop(Journal::open(&path, "/p.sap", Policy::Stop).unwrap());
         let m = Journal::open(&path, "/q.sap", Policy::Stop)
             .err()

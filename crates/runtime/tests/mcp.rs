@@ -60,9 +60,8 @@ fn a_call_that_times_out_is_cancelled_on_the_server() {
 
 /// A server of a few lines of Python that speaks just enough of the protocol: it answers
 /// `initialize`, and each other request by `answer(method, params)` (None: no answer).
-fn fake_server(name: &str, answer: &str, timeout: f64) -> (McpServer, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sap-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn fake_server(name: &str, answer: &str, timeout: f64) -> (McpServer, test_support::Scratch) {
+    let dir = test_support::Scratch::new(name);
     let script = dir.join("server.py");
     std::fs::write(
         &script,

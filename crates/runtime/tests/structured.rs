@@ -135,8 +135,8 @@ async fn a_rung_the_user_chose_is_kept_even_when_rejected() {
 
 #[tokio::test]
 async fn the_rung_that_worked_is_remembered_for_the_next_run() {
-    let memory = std::env::temp_dir().join(format!("sap-rungs-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&memory);
+    let scratch = test_support::Scratch::new("rungs");
+    let memory = scratch.join("rungs.json");
     let server = server(&["tools"]).await;
     let remembering = || OpenAiConfig {
         rung_memory: Some(memory.clone()),

@@ -219,8 +219,7 @@ fn record_fan_out(path: &std::path::Path) {
 
 #[test]
 fn a_transcript_is_written_in_program_order_whatever_the_timing() {
-    let dir = std::env::temp_dir().join(format!("sap-order-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("order");
     let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
     // Each on a thread of its own, as an engine runs a program.
     for path in [&a, &b] {

@@ -15,11 +15,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sapc-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(name: &str) -> test_support::Scratch {
+    test_support::Scratch::new(&format!("cli-{name}"))
 }
 
 const BROKEN: &str = "fn one() -> i32 {\n    add(1, 2;\n}\n\nfn two() {\n    let = 5\n}\n";

@@ -153,13 +153,10 @@ struct Outcome {
 }
 
 fn run_program(name: &str, guarded: bool, model: &str) -> Outcome {
-    let dir = std::env::temp_dir().join(format!(
-        "sap-injection-{name}-{}-{}",
-        if guarded { "guarded" } else { "unguarded" },
-        std::process::id()
+    let dir = test_support::Scratch::new(&format!(
+        "injection-{name}-{}",
+        if guarded { "guarded" } else { "unguarded" }
     ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
     let decls = std::fs::read_to_string(suite_dir().join("suite.sap")).unwrap();
     let decls = if guarded {
         decls

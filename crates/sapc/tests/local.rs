@@ -374,7 +374,7 @@ fn main() -> () {
         assert_eq!(tokens(&again), (sent, sent - 1), "{}", stderr(&again));
         // Another review: the same system turn, restored; the user turn evaluated. It
         // prints what a run keeping nothing prints.
-        let (_, other) = program(
+        let (_other_dir, other) = program(
             "local_kept_other",
             &one_review("Night Owl: open late, decaf tastes like cardboard, students everywhere."),
         );

@@ -473,9 +473,7 @@ fn main() {
 
 #[test]
 fn tests_have_diagnostics_and_a_run_test_lens() {
-    let dir = std::env::temp_dir().join(format!("sap-lsp-tests-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("lsp-tests");
     let path = dir.join("calc.sap");
     let text = "\
 fn answer(ctx: Context) -> i32 {

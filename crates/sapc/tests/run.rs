@@ -348,8 +348,7 @@ fn record_transcripts() {
 
 #[test]
 fn runtime_errors_are_located_with_the_call_stack() {
-    let dir = std::env::temp_dir().join(format!("sapc-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("run");
     let file = dir.join("div.sap");
     std::fs::write(&file, "fn divide(a: i32, b: i32) -> i32 {\n    a / b\n}\n\nfn main() -> () {\n    print(to_string(divide(7, 0)))\n}\n").unwrap();
     let out = sapc(&["run", file.to_str().unwrap()]);
@@ -373,8 +372,7 @@ fn runtime_errors_are_located_with_the_call_stack() {
 /// own `main` (not a module's), and errors in the modules are located there.
 #[test]
 fn a_program_uses_the_modules_beside_it() {
-    let dir = std::env::temp_dir().join(format!("sapc-run-multi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("run-multi");
     std::fs::write(
         dir.join("main.sap"),
         "use helpers\n\nfn main() -> () {\n    print(to_string(helpers::triple(4)))\n    print(to_string(helpers::ratio(1, 0)))\n}\n// A mention in a comment, broken::oops, brings nothing in.\n",
@@ -416,8 +414,7 @@ fn a_program_uses_the_modules_beside_it() {
 
 #[test]
 fn a_program_that_calls_the_model_needs_a_provider() {
-    let dir = std::env::temp_dir().join(format!("sapc-run-np-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("run-np");
     let file = dir.join("ask.sap");
     std::fs::write(&file, "fn ask(ctx: Context) -> String { \"Say hi\"! }\nfn main(ctx: Context) -> () { print(ask(ctx)) }\n").unwrap();
     let out = sapc(&["run", file.to_str().unwrap()]);
@@ -446,8 +443,7 @@ fn a_program_that_calls_the_model_needs_a_provider() {
 
 #[test]
 fn programs_with_errors_do_not_run() {
-    let dir = std::env::temp_dir().join(format!("sapc-run-err-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("run-err");
     let file = dir.join("bad.sap");
     std::fs::write(&file, "fn main() -> () { let x: i32 = \"no\" }\n").unwrap();
     let out = sapc(&["run", file.to_str().unwrap()]);
@@ -457,8 +453,7 @@ fn programs_with_errors_do_not_run() {
 
 #[test]
 fn a_main_with_a_value_prints_it_as_json() {
-    let dir = std::env::temp_dir().join(format!("sapc-run-val-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("run-val");
     let file = dir.join("v.sap");
     std::fs::write(
         &file,
@@ -474,10 +469,8 @@ fn a_main_with_a_value_prints_it_as_json() {
 
 #[test]
 fn build_caches_native_code_and_run_uses_it() {
-    let dir = std::env::temp_dir().join(format!("sapc-build-{}", std::process::id()));
+    let dir = test_support::Scratch::new("build");
     let cache = dir.join("cache");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("p.sap");
     std::fs::write(
         &file,
@@ -620,9 +613,7 @@ fn build_caches_native_code_and_run_uses_it() {
 /// value; `--structured` names a rung and rejects an unknown one.
 #[test]
 fn a_server_without_json_schema_gets_the_next_rung() {
-    let dir = std::env::temp_dir().join(format!("sapc-rungs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("rungs");
     let file = dir.join("ask.sap");
     std::fs::write(
         &file,
@@ -688,9 +679,7 @@ fn a_server_without_json_schema_gets_the_next_rung() {
 /// `select` answered by function calling.
 #[test]
 fn gemini_runs_a_program_with_a_select() {
-    let dir = std::env::temp_dir().join(format!("sapc-gemini-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("gemini");
     let file = dir.join("pick.sap");
     std::fs::write(
         &file,

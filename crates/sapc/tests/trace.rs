@@ -39,8 +39,7 @@ fn a_declassification_is_recorded_in_the_trace_with_its_reason() {
 
 #[test]
 fn traces_are_shown_as_trees_and_diffed_by_decision() {
-    let dir = std::env::temp_dir().join(format!("sapc-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("trace");
     let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
     let example = examples().join("code_analysis.sap");
     for t in [&a, &b] {
@@ -133,8 +132,7 @@ fn chromium_dom(page: &Path) -> String {
 
 #[test]
 fn a_trace_page_renders_in_a_real_browser() {
-    let dir = std::env::temp_dir().join(format!("sapc-trace-html-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_support::Scratch::new("trace-html");
     let trace = dir.join("run.jsonl");
     let page = dir.join("run.html");
     let example = examples().join("code_analysis.sap");

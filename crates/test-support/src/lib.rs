@@ -10,7 +10,10 @@ pub mod fixtures;
 pub mod http;
 pub mod mcp;
 pub mod mutate;
+pub mod scratch;
 pub mod snapshot;
+
+pub use scratch::Scratch;
 
 /// A program of at least `lines` lines: blocks of declarations, deterministic helpers
 /// and LLM functions, each block self-contained so the program type-checks.

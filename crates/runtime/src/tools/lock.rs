@@ -240,8 +240,7 @@ mod tests {
 
     #[test]
     fn the_lock_round_trips_through_its_file() {
-        let dir = std::env::temp_dir().join(format!("sap-lock-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_support::Scratch::new("lock");
         let path = dir.join("sap.lock");
         assert_eq!(ToolLock::read(&path).unwrap(), ToolLock::default());
         let mut lock = ToolLock::default();

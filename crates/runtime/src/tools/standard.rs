@@ -288,9 +288,8 @@ pub async fn call(
 mod tests {
     use super::*;
 
-    fn folder(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("sap-grants-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    fn folder(name: &str) -> test_support::Scratch {
+        let dir = test_support::Scratch::new(&format!("grants-{name}"));
         std::fs::create_dir_all(dir.join("granted/sub")).unwrap();
         std::fs::write(dir.join("granted/sub/a.txt"), "inside").unwrap();
         std::fs::write(dir.join("secret.txt"), "outside").unwrap();

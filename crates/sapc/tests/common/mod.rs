@@ -21,12 +21,10 @@ pub fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-/// A fresh folder of the test's own, holding `NAME.sap` with `text`: the folder and the
-/// file.
-pub fn program(name: &str, text: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("sapc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+/// A fresh folder of the test's own, holding `NAME.sap` with `text`: the folder (removed
+/// when dropped) and the file.
+pub fn program(name: &str, text: &str) -> (test_support::Scratch, PathBuf) {
+    let dir = test_support::Scratch::new(name);
     let file = dir.join(format!("{name}.sap"));
     std::fs::write(&file, text).unwrap();
     (dir, file)
