@@ -11,6 +11,7 @@ Needs gcc (to assemble), rustc and valgrind (instruction counts, fib(30) less fi
 
 import argparse
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -23,6 +24,24 @@ fn main() {
 }
 """
 VARIANTS = ["fewer", "cranelift", "cranelift_short"]
+# `cranelift.S` spells out Cranelift's encodings (32-bit displacements and immediates);
+# `cranelift_short.S` is made from it with the mnemonics, for which the assembler picks
+# the shortest: the same instructions, fewer bytes.
+SHORTER = [
+    (r"\.byte 0x0f,0x84; \.long (\w+)-\.-4", r"je \1"),
+    (r"\.byte 0x0f,0x8c; \.long (\w+)-\.-4", r"jl \1"),
+    (r"\.byte 0x0f,0x85; \.long (\w+)-\.-4", r"jne \1"),
+    (r"\.byte 0xe9; \.long (\w+)-\.-4", r"jmp \1"),
+    (r"\.byte 0x48,0x81,0xc7; \.long (-\d+)", r"add $\1,%rdi"),
+    (r"\.byte 0x48,0x81,0xc6; \.long (-\d+)", r"add $\1,%rsi"),
+    (r"fib_cranelift\b", "fib_cranelift_short"),
+]
+
+
+def shorter(text):
+    for pattern, replacement in SHORTER:
+        text = re.sub(pattern, replacement, text)
+    return text
 
 
 def instructions(cmd):
@@ -37,8 +56,13 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         fib = os.path.join(d, "fib")
+        with open(os.path.join(HERE, "cranelift.S")) as f:
+            short = shorter(f.read())
+        assert ".byte" not in short, "an encoding cranelift_short does not rewrite"
+        with open(os.path.join(d, "cranelift_short.S"), "w") as f:
+            f.write(short)
         subprocess.run(["gcc", "-O2", "-o", fib, "main.c", "fewer.S", "cranelift.S",
-                        "cranelift_short.S"], cwd=HERE, check=True)
+                        os.path.join(d, "cranelift_short.S")], cwd=HERE, check=True)
         with open(os.path.join(d, "fib.rs"), "w") as f:
             f.write(RUST)
         rust = os.path.join(d, "fib_rs")
