@@ -21,10 +21,6 @@ impl Scratch {
             .unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
         Scratch(dir)
     }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
 }
 
 impl Deref for Scratch {
@@ -56,7 +52,7 @@ mod tests {
         let (a, b) = {
             let a = Scratch::new("scratch-test");
             let b = Scratch::new("scratch-test");
-            assert_ne!(a.path(), b.path());
+            assert_ne!(*a, *b);
             assert!(a.read_dir().unwrap().next().is_none(), "made empty");
             std::fs::write(a.join("x"), "x").unwrap();
             std::fs::create_dir(b.join("sub")).unwrap();

@@ -77,8 +77,8 @@ def main():
                 assert out.stdout.strip() == "9227465", out.stdout
         counts = [instructions(cmd + ["30"]) - instructions(cmd + ["25"]) for _, cmd in cmds]
         size = {}
+        dis = subprocess.run(["objdump", "-d", fib], capture_output=True, text=True).stdout
         for v in VARIANTS:
-            dis = subprocess.run(["objdump", "-d", fib], capture_output=True, text=True).stdout
             body = dis.split(f"<fib_{v}>:\n", 1)[1].split("\n\n", 1)[0]
             size[v] = sum(len(l.split("\t")[1].split()) for l in body.splitlines()
                           if l.count("\t") >= 2 and "nop" not in l)

@@ -30,16 +30,15 @@ pub fn program(name: &str, text: &str) -> (test_support::Scratch, PathBuf) {
     (dir, file)
 }
 
-/// A folder of a test's own with a `sap.toml`, as a user would have; removed at the end.
+/// A folder of a test's own with a `sap.toml`, as a user would have; removed at the end
+/// (with its `Scratch`).
 pub struct Project {
-    pub dir: PathBuf,
+    pub dir: test_support::Scratch,
 }
 
 impl Project {
     pub fn new(name: &str, toml: &str) -> Project {
-        let dir = std::env::temp_dir().join(format!("sap-mcp-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_support::Scratch::new(&format!("mcp-{name}"));
         std::fs::write(dir.join("sap.toml"), toml).unwrap();
         Project { dir }
     }
@@ -66,12 +65,6 @@ impl Project {
             .envs(vars.iter().copied())
             .output()
             .expect("sapc runs")
-    }
-}
-
-impl Drop for Project {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
