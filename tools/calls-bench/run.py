@@ -10,8 +10,10 @@ Without `--sapc` it builds `sapc` as the README does (release, default features)
 a copy of it: `target/release/sapc` is whatever was built last, and a build with
 `--features local` starts about a millisecond later (it links libstdc++ and llama.cpp).
 
-Prints a Markdown table of median and best wall times, and each sap's ratio to both. The
-commands run in turn, round after round (a shared machine's slow stretches fall on all).
+Prints a Markdown table of median and best wall times, and each sap's ratio to both, and
+a second one for start-up alone: a program that prints one line, in Rust and in sap (from
+the build cache). All commands run in turn, round after round (a shared machine's slow
+stretches fall on all).
 
 `--instructions` adds a second table that no other work on the machine changes, counted
 by valgrind's callgrind: the instructions of the whole process for fib(35) (for sap, from
@@ -46,16 +48,24 @@ fn main() {
 """
 
 
+RUST_HELLO = 'fn main() { println!("hi"); }\n'
+
+SAP_HELLO = """fn main() {
+    print("hi")
+}
+"""
+
+
 def timed(cmds, repeat):
-    """Median and best wall time of each command, run in turn round after round, so a
-    slow stretch of a shared machine falls on all of them alike."""
+    """Median and best wall time of each `(command, expected output)`, run in turn round
+    after round, so a slow stretch of a shared machine falls on all of them alike."""
     times = [[] for _ in cmds]
     for _ in range(repeat):
-        for i, cmd in enumerate(cmds):
+        for i, (cmd, expected) in enumerate(cmds):
             start = time.perf_counter()
             out = subprocess.run(cmd, check=True, capture_output=True, text=True)
             times[i].append((time.perf_counter() - start) * 1000)
-            assert out.stdout.strip() == "9227465", out.stdout
+            assert out.stdout.strip() == expected, out.stdout
     return [(sorted(t)[len(t) // 2], min(t)) for t in times]
 
 
@@ -97,14 +107,30 @@ def main():
         subprocess.run(["rustc", "-O", "fib.rs", "-o", wrapping], cwd=d, check=True)
         subprocess.run(["rustc", "-O", "-C", "overflow-checks=on", "fib.rs", "-o", checked],
                        cwd=d, check=True)
+        # The one-line programs in a folder of their own: `sapc` reads a program's
+        # sibling `.sap` files, the modules it may name.
+        hello = os.path.join(d, "hello")
+        os.mkdir(hello)
+        with open(os.path.join(hello, "hello.rs"), "w") as f:
+            f.write(RUST_HELLO)
+        with open(os.path.join(hello, "hello.sap"), "w") as f:
+            f.write(SAP_HELLO)
+        subprocess.run(["rustc", "-O", "hello.rs"], cwd=hello, check=True)
         names = ["`rustc -O`", "`rustc -O -C overflow-checks=on`"]
         cmds = [[wrapping], [checked]]
+        starts = [("Rust, `rustc -O`", [os.path.join(hello, "hello")])]
         program = os.path.join(d, "fib.sap")
         for label, path in binaries:
             subprocess.run([path, "build", "fib.sap"], cwd=d, check=True, capture_output=True)
+            subprocess.run([path, "build", "hello.sap"], cwd=hello, check=True,
+                           capture_output=True)
             names.append(f"`sapc run` ({label})")
             cmds.append([path, "run", program])
-        rows = list(zip(names, timed(cmds, args.repeat)))
+            starts.append((f"`sapc run` ({label})", [path, "run", os.path.join(hello, "hello.sap")]))
+        times = timed([(c, "9227465") for c in cmds] + [(c, "hi") for _, c in starts],
+                      args.repeat)
+        rows = list(zip(names, times[:len(cmds)]))
+        start_rows = list(zip([n for n, _ in starts], times[len(cmds):]))
         counts = []
         if args.instructions:
             for n in (25, 30, 35):
@@ -124,6 +150,11 @@ def main():
     print("|---|---|---|---|---|")
     for name, (median, best) in rows:
         print(f"| {name} | {median:.1f} ms | {best:.1f} ms | {median / plain:.2f}× | {median / checked_t:.2f}× |")
+    print()
+    print("| start-up: one line printed | median | best |")
+    print("|---|---|---|")
+    for name, (median, best) in start_rows:
+        print(f"| {name} | {median:.1f} ms | {best:.1f} ms |")
     if counts:
         print()
         print("| instructions | fib(35), whole process | / rustc -O | fib(30) − fib(25) | / rustc -O |")
