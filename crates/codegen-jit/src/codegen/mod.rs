@@ -370,6 +370,8 @@ fn compile_one(
 ) -> Result<CompiledFunction, String> {
     ctx.clear();
     ctx.func = func;
+    let dump = std::env::var_os("SAP_JIT_DUMP");
+    ctx.set_disasm(dump.is_some());
     let alignment = ctx
         .compile(isa, ctrl)
         .map_err(|e| format!("cannot compile {what}: {:?}", e.inner))?
@@ -384,10 +386,19 @@ fn compile_one(
         .collect();
     let code = compiled.code_buffer().to_vec();
     // For people working on the code generator: `SAP_JIT_DUMP=dir` writes each
-    // function's machine code to `dir/<name>.bin` (`objdump -D -b binary -m i386:x86-64`).
-    if let Some(dir) = std::env::var_os("SAP_JIT_DUMP") {
-        let path = std::path::Path::new(&dir).join(format!("{what}.bin"));
-        let _ = std::fs::write(path, &code);
+    // function's machine code to `dir/<name>.bin` (`objdump -D -b binary -m i386:x86-64`),
+    // its CLIF after Cranelift's optimizations to `<name>.clif`, and the allocated
+    // instructions, with the register allocator's moves, to `<name>.vcode`.
+    if let Some(dir) = dump {
+        let dir = std::path::Path::new(&dir);
+        let _ = std::fs::write(dir.join(format!("{what}.bin")), &code);
+        let _ = std::fs::write(
+            dir.join(format!("{what}.clif")),
+            ctx.func.display().to_string(),
+        );
+        if let Some(vcode) = &compiled.vcode {
+            let _ = std::fs::write(dir.join(format!("{what}.vcode")), vcode);
+        }
     }
     Ok(CompiledFunction {
         decl,
