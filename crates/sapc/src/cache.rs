@@ -6,7 +6,11 @@
 //! (its version and its executable's build time), the machine (target triple and CPU
 //! features), the prelude, and the program file with every `.sap` file beside it — the
 //! modules it may name; which of them it does name is only known after parsing, so a
-//! change to any of them makes a new key. Entries are written to a temporary file and
+//! change to any of them makes a new key. Files are keyed by where they are (their
+//! folder's canonical path), not by how the command line spells them: `sapc build
+//! fib.sap` and then `sapc run ./fib.sap`, or the same file from another folder, find the
+//! same entry. The entry names the files by where they are, and a run renames them as
+//! its command line spelled them, so messages and traces read as from a compiled run. Entries are written to a temporary file and
 //! renamed into place, so two builds at once leave one whole entry and a reader never
 //! sees half of one. An entry that cannot be read, or is damaged, stale or foreign, is
 //! refused with a reason and the program is compiled from source.
@@ -39,6 +43,9 @@ pub fn dir() -> PathBuf {
 /// key is made from them, and the loader takes the program's modules from them.
 pub struct Inputs {
     pub files: Vec<(PathBuf, Result<Vec<u8>, String>)>,
+    /// Where each file is: its folder's canonical path joined with its name (the path
+    /// as given when the folder cannot be resolved).
+    located: Vec<String>,
 }
 
 impl Inputs {
@@ -50,7 +57,28 @@ impl Inputs {
             let bytes = read(&s);
             (s, bytes)
         }));
-        Ok(Inputs { files })
+        // One folder for all of them: resolved once.
+        let folder = std::fs::canonicalize(folder_of(program)).ok();
+        let located = files
+            .iter()
+            .map(|(path, _)| match (&folder, path.file_name()) {
+                (Some(folder), Some(name)) => folder.join(name).display().to_string(),
+                _ => path.display().to_string(),
+            })
+            .collect();
+        Ok(Inputs { files, located })
+    }
+
+    /// Names `module`'s files by where they are, for its cache entry.
+    pub fn locate_files(&self, module: &mut ir::Module) {
+        let pairs = self.spelled().zip(self.located.iter().cloned());
+        rename(module, pairs.collect());
+    }
+
+    /// Names the files of `module`, from a cache entry, as this run's command line did.
+    pub fn name_files(&self, module: &mut ir::Module) {
+        let pairs = self.located.iter().cloned().zip(self.spelled());
+        rename(module, pairs.collect());
     }
 
     /// The program file's path and bytes.
@@ -58,17 +86,37 @@ impl Inputs {
         let (path, bytes) = &self.files[0];
         (path, bytes.as_deref().unwrap_or_default())
     }
+
+    /// Each file's path as the command line spelled it.
+    fn spelled(&self) -> impl Iterator<Item = String> + '_ {
+        self.files
+            .iter()
+            .map(|(path, _)| path.display().to_string())
+    }
+}
+
+/// Renames the files of `module` named by `pairs` (from, to); the prelude's modules keep
+/// their names.
+fn rename(module: &mut ir::Module, pairs: Vec<(String, String)>) {
+    for name in &mut module.files {
+        if let Some((_, to)) = pairs.iter().find(|(from, _)| from == name) {
+            *name = to.clone();
+        }
+    }
+}
+
+/// The folder `program` is in, as a path that can be listed.
+fn folder_of(program: &Path) -> &Path {
+    match program.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
 }
 
 /// The `.sap` files beside `program`, sorted.
 pub fn siblings(program: &Path) -> Vec<PathBuf> {
     let dir = program.parent().unwrap_or(Path::new(""));
-    let listing = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let mut out: Vec<PathBuf> = std::fs::read_dir(listing)
+    let mut out: Vec<PathBuf> = std::fs::read_dir(folder_of(program))
         .map(|entries| {
             entries
                 .flatten()
@@ -110,8 +158,8 @@ pub fn key(inputs: &Inputs, target: &str) -> String {
         put(name.as_bytes());
         put(text.as_bytes());
     }
-    for (path, bytes) in &inputs.files {
-        put(path.display().to_string().as_bytes());
+    for ((_, bytes), located) in inputs.files.iter().zip(&inputs.located) {
+        put(located.as_bytes());
         match bytes {
             Ok(bytes) => put(bytes),
             Err(why) => put(format!("\0unreadable: {why}").as_bytes()),

@@ -172,7 +172,9 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         match cache::load(&key) {
             Ok(Some(entry)) => {
                 let at = Instant::now();
-                let module = Arc::new(entry.ir);
+                let mut module = entry.ir;
+                inputs.name_files(&mut module);
+                let module = Arc::new(module);
                 // Linked here, so that an entry the linker refuses is one more reason
                 // to compile from source rather than an error.
                 match codegen_jit::load(&entry.program, module.clone()) {
@@ -583,6 +585,8 @@ pub fn build(file: &Path, emit_ir: bool) -> u8 {
             return Ok(exit::OK);
         }
         let native = codegen_jit::compile_native(&module)?;
+        let mut module = module;
+        inputs.locate_files(&mut module);
         let path = cache::store(&key, &module, &native)?;
         eprintln!("built {} → {}", file.display(), path.display());
         Ok(exit::OK)

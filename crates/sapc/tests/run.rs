@@ -3,7 +3,7 @@
 //! real OpenAI-compatible exchange with a scripted model (`UPDATE_TRANSCRIPTS=1`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
@@ -465,6 +465,55 @@ fn a_main_with_a_value_prints_it_as_json() {
         String::from_utf8_lossy(&out.stdout),
         "{\"x\":3,\"tags\":[\"a\"]}\n"
     );
+}
+
+/// The cache finds a program's entry however its path is spelled (`fib.sap`, `./fib.sap`,
+/// an absolute path, from another folder), and the cached run names the file as its own
+/// command line did, with the source line quoted.
+#[test]
+fn the_cache_finds_a_program_however_its_path_is_spelled() {
+    let dir = test_support::Scratch::new("spelled");
+    let cache = dir.join("cache");
+    std::fs::write(
+        dir.join("p.sap"),
+        "use helper\nfn divide(a: i32, b: i32) -> i32 { a / b }\n\
+         fn main() -> () {\n    print(helper::word())\n    print(to_string(divide(1, 0)))\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("helper.sap"), "fn word() -> String { \"one\" }\n").unwrap();
+    let sapc = |cwd: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args(args)
+            .current_dir(cwd)
+            .env("SAP_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let out = sapc(&dir, &["build", "p.sap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let absolute = dir.join("p.sap");
+    let elsewhere = dir.join("cache");
+    for (cwd, spelled) in [
+        (&*dir, "p.sap"),
+        (&*dir, "./p.sap"),
+        (elsewhere.as_path(), absolute.to_str().unwrap()),
+        (elsewhere.as_path(), "../p.sap"),
+    ] {
+        let out = sapc(cwd, &["run", spelled, "--stats"]);
+        let err = stderr(&out);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n", "{err}");
+        assert!(
+            err.contains("loaded from the build cache"),
+            "{spelled}: {err}"
+        );
+        assert!(
+            err.contains(&format!("in `divide` at {spelled}:2:36"))
+                && err.contains("fn divide(a: i32, b: i32) -> i32 { a / b }"),
+            "{spelled}: {err}"
+        );
+    }
 }
 
 #[test]
