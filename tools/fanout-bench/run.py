@@ -6,7 +6,10 @@ Node's event loop, the floor being N raw concurrent HTTP calls from a Node clien
 Every row is measured side by side in one run: floor, then sap, on the same server.
 Peak RSS is the sap process's own (wait4); "per call in flight" is the peak RSS above a
 one-item run of the same program, divided by the calls in flight at once (the server's
-own count).
+own count). Peak RSS counts the pages of `sapc`'s own code that the run mapped, which
+are shared and shift by a megabyte or two with the code's layout; "anonymous" is the
+same figure for the process's anonymous memory alone (its peak `RssAnon`, sampled every
+2 ms), what the calls themselves hold.
 
     python3 tools/fanout-bench/run.py [--sapc [LABEL=]PATH ...] [--rows 200,200:1000,...]
 
@@ -22,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -80,14 +84,33 @@ def sap(sapc, folder, port, n, concurrency, extra):
     server_stats(port)
     start = time.perf_counter()
     proc = subprocess.Popen(base, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    anon = [0]
+    sampler = threading.Thread(target=sample_anon, args=(proc.pid, anon))
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
+    sampler.join()
     wall = (time.perf_counter() - start) * 1000
     out = proc.stdout.read().decode()
     err = proc.stderr.read().decode()
     if status != 0 or f"{n} verdicts" not in out:
         sys.exit(f"sapc failed on {n} items (status {status}):\n{out}\n{err[-3000:]}")
     stats = server_stats(port)
-    return wall, usage.ru_maxrss / 1024, stats["peak"], err
+    return wall, usage.ru_maxrss / 1024, stats["peak"], err, anon[0] / 1024
+
+
+def sample_anon(pid, peak):
+    """The peak of `pid`'s anonymous resident memory (KB) into `peak[0]`, until it ends."""
+    while True:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        peak[0] = max(peak[0], int(line.split()[1]))
+                    elif line.startswith("State:") and "Z" in line.split()[1]:
+                        return
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            return
+        time.sleep(0.002)
 
 
 def main():
@@ -115,13 +138,15 @@ def main():
                 # The floor does not stream; neither does sap here.
                 f.write("[provider]\nstream = false\n")
             extra = ["--stats"] if args.stats else []
-            base_rss = {}
+            base_rss, base_anon = {}, {}
             for label, path in binaries:
-                _, base_rss[label], _, _ = sap(path, folder, args.port, 1, None, [])
+                _, base_rss[label], _, _, base_anon[label] = sap(path, folder, args.port, 1,
+                                                                  None, [])
             print(f"server latency {args.latency} ms; one-item run peak RSS "
                   + ", ".join(f"{label} {rss:.0f} MB" for label, rss in base_rss.items()) + "\n")
-            print("| items | flags | floor | sapc | wall | / floor | peak RSS | in flight | per call in flight |")
-            print("|---|---|---|---|---|---|---|---|---|")
+            print("| items | flags | floor | sapc | wall | / floor | peak RSS | in flight "
+                  "| per call in flight | anonymous |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
             for row in args.rows.split(","):
                 n, _, c = row.partition(":")
                 n, c = int(n), (int(c) if c else None)
@@ -136,12 +161,14 @@ def main():
                 f = sorted(floors)[len(floors) // 2] if floors else None
                 flags = f"`--concurrency {c}`" if c else "none"
                 for label, _ in binaries:
-                    wall, rss, peak, err = sorted(runs[label])[len(runs[label]) // 2]
+                    wall, rss, peak, err, anon = sorted(runs[label])[len(runs[label]) // 2]
                     per = (rss - base_rss[label]) * 1024 / max(peak, 1)
+                    per_anon = (anon - base_anon[label]) * 1024 / max(peak, 1)
                     ratio = f"{wall / f:.2f}×" if f else "—"
                     shown_floor = f"{f:,.0f} ms" if f else "—"
                     print(f"| {n:,} | {flags} | {shown_floor} | {label} | {wall:,.0f} ms | {ratio} "
-                          f"| {rss:,.0f} MB | {peak:,} | {per:,.0f} KB |", flush=True)
+                          f"| {rss:,.0f} MB | {peak:,} | {per:,.0f} KB | {per_anon:,.0f} KB |",
+                          flush=True)
                     if args.stats:
                         print(err, file=sys.stderr)
     finally:
