@@ -105,12 +105,12 @@ pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, S
 
 impl JitProgram {
     /// Calls the function `f` with `args` (its `Context` parameters get a new context),
-    /// as a host calls an exported function; on a big stack (see `on_big_stack`).
+    /// as a host calls an exported function; on a thread with a big stack.
     pub fn call(&self, host: &Host, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError> {
         self.call_function(host, 0, host.limits.max_loop_iterations, f, args)
     }
 
-    /// Runs `main` (call it on a big stack: see `on_big_stack`).
+    /// Runs `main` (call it on a thread with a big stack: see `on_big_stack`).
     pub fn run_main(&self, host: &Host) -> Result<Value, ExecError> {
         let main = self
             .ir
