@@ -10,10 +10,12 @@
 //! folder's canonical path), not by how the command line spells them: `sapc build
 //! fib.sap` and then `sapc run ./fib.sap`, or the same file from another folder, find the
 //! same entry. The entry names the files by where they are, and a run renames them as
-//! its command line spelled them, so messages and traces read as from a compiled run. Entries are written to a temporary file and
-//! renamed into place, so two builds at once leave one whole entry and a reader never
-//! sees half of one. An entry that cannot be read, or is damaged, stale or foreign, is
-//! refused with a reason and the program is compiled from source.
+//! its command line spelled them, so messages and traces read as from a compiled run.
+//!
+//! Entries are written to a temporary file and renamed into place, so two builds at once
+//! leave one whole entry and a reader never sees half of one. An entry that cannot be
+//! read, or is damaged, stale or foreign, is refused with a reason and the program is
+//! compiled from source.
 //!
 //! The cache lives in `$SAP_CACHE_DIR`, else `$XDG_CACHE_HOME/sap`, else
 //! `~/.cache/sap`.

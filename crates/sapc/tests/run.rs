@@ -494,7 +494,8 @@ fn the_cache_finds_a_program_however_its_path_is_spelled() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     let absolute = dir.join("p.sap");
-    let elsewhere = dir.join("cache");
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
     for (cwd, spelled) in [
         (&*dir, "p.sap"),
         (&*dir, "./p.sap"),
