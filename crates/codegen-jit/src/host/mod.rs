@@ -443,7 +443,9 @@ impl Host {
 
     /// Waits for an LLM call: a `parallel for` iteration suspends (its thread runs the
     /// others meanwhile), other code blocks its thread. Engines run on plain threads,
-    /// never on a tokio worker.
+    /// never on a tokio worker. The future is boxed: unboxed, `block_on` kept its
+    /// kilobyte and a half on a task's stack, twice, and a suspended iteration had
+    /// touched 8.6 KB of its stack (three pages) where it now touches 5 KB (two).
     fn block<T>(
         &self,
         f: impl std::future::Future<Output = Result<T, RuntimeError>> + Send,
@@ -453,7 +455,7 @@ impl Host {
             .tokio
             .handle()
             .map_err(|e| ExecError::new(e, Some(span)))?;
-        runtime::tasks::block_on(tokio, f).map_err(|e| ExecError::from_runtime(e, span))
+        runtime::tasks::block_on(tokio, Box::pin(f)).map_err(|e| ExecError::from_runtime(e, span))
     }
 
     /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema
