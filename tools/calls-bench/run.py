@@ -10,10 +10,10 @@ Without `--sapc` it builds `sapc` as the README does (release, default features)
 a copy of it: `target/release/sapc` is whatever was built last, and a build with
 `--features local` starts about a millisecond later (it links libstdc++ and llama.cpp).
 
-Prints a Markdown table of median, best and 90th-percentile wall times, and each sap's ratios, and
-a second one for start-up alone: a program that prints one line, in Rust and in sap (from
-the build cache). All commands run in turn, round after round (a shared machine's slow
-stretches fall on all).
+Prints a Markdown table of median, best and 90th-percentile wall times and each sap's
+ratios, and a second one for start-up alone: a program that prints one line, in Rust and
+in sap (from the build cache). All commands run in turn, round after round (a shared
+machine's slow stretches fall on all).
 
 `--instructions` adds a second table that no other work on the machine changes, counted
 by valgrind's callgrind: the instructions of the whole process for fib(35) (for sap, from
@@ -69,7 +69,8 @@ def timed(cmds, repeat):
             out = subprocess.run(cmd, check=True, capture_output=True, text=True)
             times[i].append((time.perf_counter() - start) * 1000)
             assert out.stdout.strip() == expected, out.stdout
-    return [(sorted(t)[len(t) // 2], min(t), sorted(t)[len(t) * 9 // 10]) for t in times]
+    times = [sorted(t) for t in times]
+    return [(t[len(t) // 2], t[0], t[len(t) * 9 // 10]) for t in times]
 
 
 def instructions(cmd):

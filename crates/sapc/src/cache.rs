@@ -45,9 +45,8 @@ pub fn dir() -> PathBuf {
 /// key is made from them, and the loader takes the program's modules from them.
 pub struct Inputs {
     pub files: Vec<(PathBuf, Result<Vec<u8>, String>)>,
-    /// Where each file is: its folder's canonical path joined with its name (the path
-    /// as given when the folder cannot be resolved).
-    located: Vec<String>,
+    /// The folder they are all in, resolved (`None` when it cannot be).
+    folder: Option<PathBuf>,
 }
 
 impl Inputs {
@@ -61,26 +60,28 @@ impl Inputs {
         }));
         // One folder for all of them: resolved once.
         let folder = std::fs::canonicalize(folder_of(program)).ok();
-        let located = files
-            .iter()
-            .map(|(path, _)| match (&folder, path.file_name()) {
-                (Some(folder), Some(name)) => folder.join(name).display().to_string(),
-                _ => path.display().to_string(),
-            })
-            .collect();
-        Ok(Inputs { files, located })
+        Ok(Inputs { files, folder })
     }
 
     /// Names `module`'s files by where they are, for its cache entry.
     pub fn locate_files(&self, module: &mut ir::Module) {
-        let pairs = self.spelled().zip(self.located.iter().cloned());
-        rename(module, pairs.collect());
+        rename(module, self.spelled().zip(self.located()).collect());
     }
 
     /// Names the files of `module`, from a cache entry, as this run's command line did.
     pub fn name_files(&self, module: &mut ir::Module) {
-        let pairs = self.located.iter().cloned().zip(self.spelled());
-        rename(module, pairs.collect());
+        rename(module, self.located().zip(self.spelled()).collect());
+    }
+
+    /// Where each file is: the resolved folder joined with its name (the path as given
+    /// when the folder could not be resolved).
+    fn located(&self) -> impl Iterator<Item = String> + '_ {
+        self.files
+            .iter()
+            .map(|(path, _)| match (&self.folder, path.file_name()) {
+                (Some(folder), Some(name)) => folder.join(name).display().to_string(),
+                _ => path.display().to_string(),
+            })
     }
 
     /// The program file's path and bytes.
@@ -160,7 +161,7 @@ pub fn key(inputs: &Inputs, target: &str) -> String {
         put(name.as_bytes());
         put(text.as_bytes());
     }
-    for ((_, bytes), located) in inputs.files.iter().zip(&inputs.located) {
+    for ((_, bytes), located) in inputs.files.iter().zip(inputs.located()) {
         put(located.as_bytes());
         match bytes {
             Ok(bytes) => put(bytes),

@@ -441,21 +441,28 @@ impl Host {
         params_of(&self.types, params)
     }
 
-    /// Waits for an LLM call: a `parallel for` iteration suspends (its thread runs the
-    /// others meanwhile), other code blocks its thread. Engines run on plain threads,
-    /// never on a tokio worker. The future is boxed: unboxed, `block_on` kept its
-    /// kilobyte and a half on a task's stack, twice, and a suspended iteration had
-    /// touched 8.6 KB of its stack (three pages) where it now touches 5 KB (two).
+    /// Waits for a model's or a tool's answer: a `parallel for` iteration suspends (its
+    /// thread runs the others meanwhile), other code blocks its thread. Engines run on
+    /// plain threads, never on a tokio worker. The future is boxed: unboxed,
+    /// `block_on` kept an LLM call's kilobyte and a half on a task's stack, twice, and a
+    /// suspended iteration touched 8.6 KB of its stack (three pages), not 5 KB (two).
+    pub(crate) fn wait<F: std::future::Future + Send>(
+        &self,
+        f: F,
+        span: Option<SrcSpan>,
+    ) -> Result<F::Output, ExecError> {
+        let tokio = self.tokio.handle().map_err(|e| ExecError::new(e, span))?;
+        Ok(runtime::tasks::block_on(tokio, Box::pin(f)))
+    }
+
+    /// Waits for an LLM call ([`Host::wait`]).
     fn block<T>(
         &self,
         f: impl std::future::Future<Output = Result<T, RuntimeError>> + Send,
         span: SrcSpan,
     ) -> Result<T, ExecError> {
-        let tokio = self
-            .tokio
-            .handle()
-            .map_err(|e| ExecError::new(e, Some(span)))?;
-        runtime::tasks::block_on(tokio, Box::pin(f)).map_err(|e| ExecError::from_runtime(e, span))
+        self.wait(f, Some(span))?
+            .map_err(|e| ExecError::from_runtime(e, span))
     }
 
     /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema

@@ -93,20 +93,15 @@ impl Host {
         args: &[Value],
         span: Option<SrcSpan>,
     ) -> Result<Value, ExecError> {
-        let tokio = self.tokio.handle().map_err(|e| ExecError::new(e, span))?;
         let result = match &bound.binding {
-            // Boxed, as in `Host::block`: the future off a `parallel for` task's stack.
-            Binding::Mcp { server, tool } => runtime::tasks::block_on(
-                tokio,
-                Box::pin(
-                    self.tools
-                        .call_mcp(server, tool, &bound.params, &bound.ret, args),
-                ),
-            ),
-            Binding::Std { module, tool } => runtime::tasks::block_on(
-                tokio,
-                Box::pin(self.tools.call_std(module, tool, &bound.ret, args)),
-            ),
+            Binding::Mcp { server, tool } => self.wait(
+                self.tools
+                    .call_mcp(server, tool, &bound.params, &bound.ret, args),
+                span,
+            )?,
+            Binding::Std { module, tool } => {
+                self.wait(self.tools.call_std(module, tool, &bound.ret, args), span)?
+            }
         };
         result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
     }
