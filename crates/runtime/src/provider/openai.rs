@@ -517,7 +517,7 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
 /// answer repeats itself (see `runaway`), which is then read as cut off.
 /// `None` when the stream ends without a finish reason: cut short.
 async fn read_stream(
-    mut response: reqwest::Response,
+    mut response: crate::http::Response,
 ) -> Result<Option<LlmResponse>, ProviderError> {
     let mut buffer: Vec<u8> = Vec::new();
     let mut text = String::new();
@@ -597,6 +597,10 @@ async fn read_stream(
                 }
             }
         }
+    }
+    if done {
+        // What follows `[DONE]` is the body's end: read, it lets the connection be kept.
+        response.release();
     }
     if reason.is_none() {
         // No finish reason: the server cut the stream. llama-cpp-python's server does so

@@ -1,12 +1,21 @@
-//! HTTP transport shared by the providers: one `reqwest` client with a warm connection
-//! pool, an adaptive concurrency limit ([`crate::limit`]), connect and request timeouts,
-//! and retries with exponential backoff and full jitter on
-//! 408, 409, 429, 5xx and connection errors, honouring `retry-after-ms` and
-//! `retry-after`. Other 4xx answers are the caller's mistake and are not retried.
+//! HTTP transport shared by the providers: warm connection pools, an adaptive
+//! concurrency limit ([`crate::limit`]), connect and request timeouts, and retries with
+//! exponential backoff and full jitter on 408, 409, 429, 5xx and connection errors,
+//! honouring `retry-after-ms` and `retry-after`. Other 4xx answers are the caller's
+//! mistake and are not retried.
+//!
+//! Plain `http://` servers are spoken to by sap's own HTTP/1.1 client ([`h1`]), which
+//! holds a socket and nothing else while a call waits; HTTPS, and every address while a
+//! proxy is set in the environment, by `reqwest` (rustls, HTTP/2 by ALPN, proxies).
 
+mod h1;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value as JsonValue;
 
@@ -42,6 +51,8 @@ impl Default for HttpConfig {
 
 pub struct HttpTransport {
     client: reqwest::Client,
+    /// Idle connections to plain `http://` servers; `None` while a proxy is set.
+    plain: Option<Arc<h1::Pool>>,
     pub config: HttpConfig,
     pub limiter: Limiter,
     jitter_state: AtomicU64,
@@ -50,7 +61,7 @@ pub struct HttpTransport {
 /// A successful answer, body not yet read, and how many retries it took. It holds its
 /// place under the concurrency limit until it is dropped, after its body is read.
 pub struct Answer<'a> {
-    pub response: reqwest::Response,
+    pub response: Response,
     pub retries: u32,
     _place: Permit<'a>,
 }
@@ -74,16 +85,113 @@ impl Answer<'_> {
     }
 }
 
+/// How long the rest of a released answer is waited for.
+const RELEASE_WITHIN: Duration = Duration::from_secs(5);
+
+/// An answer from either client.
+pub enum Response {
+    Reqwest(reqwest::Response),
+    Plain(h1::Response),
+}
+
+impl Response {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Response::Reqwest(r) => r.status(),
+            Response::Plain(r) => r.status,
+        }
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        match self {
+            Response::Reqwest(r) => r.headers(),
+            Response::Plain(r) => &r.headers,
+        }
+    }
+
+    /// The next piece of the body; `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, HttpError> {
+        match self {
+            Response::Reqwest(r) => r.chunk().await.map_err(HttpError::from),
+            Response::Plain(r) => r.body.chunk().await,
+        }
+    }
+
+    /// Lets go of an answer whose reader has what it needs before the body's end (a
+    /// stream's `[DONE]`): the rest is read in the background, for at most
+    /// [`RELEASE_WITHIN`], so that its connection can carry another request. Dropping
+    /// the answer instead closes the connection, which stops the server's work on it.
+    pub fn release(mut self) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        tokio::spawn(async move {
+            let rest = async { while let Ok(Some(_)) = self.chunk().await {} };
+            let _ = tokio::time::timeout(RELEASE_WITHIN, rest).await;
+        });
+    }
+
+    /// The whole body as text (invalid UTF-8 replaced).
+    pub async fn text(mut self) -> Result<String, HttpError> {
+        if let Response::Reqwest(r) = self {
+            return r.text().await.map_err(HttpError::from);
+        }
+        let mut bytes = Vec::new();
+        while let Some(piece) = self.chunk().await? {
+            bytes.extend_from_slice(&piece);
+        }
+        Ok(match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+}
+
+/// A request that got no answer, or whose answer could not be read.
+#[derive(Debug)]
+pub struct HttpError {
+    pub kind: HttpErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HttpErrorKind {
+    /// Nothing answered at the address.
+    Connect,
+    Timeout,
+    Other,
+}
+
+impl From<reqwest::Error> for HttpError {
+    fn from(e: reqwest::Error) -> HttpError {
+        let kind = if e.is_timeout() {
+            HttpErrorKind::Timeout
+        } else if e.is_connect() {
+            HttpErrorKind::Connect
+        } else {
+            HttpErrorKind::Other
+        };
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        HttpError { kind, message }
+    }
+}
+
 /// An error while reading a body whose status line already came.
-pub fn body_error(e: reqwest::Error, retries: u32) -> ProviderError {
-    if e.is_timeout() {
+pub fn body_error(e: HttpError, retries: u32) -> ProviderError {
+    if e.kind == HttpErrorKind::Timeout {
         ProviderError::Timeout {
-            message: e.to_string(),
+            message: e.message,
             retries,
         }
     } else {
         ProviderError::Transport {
-            message: e.to_string(),
+            message: e.message,
             retries,
         }
     }
@@ -112,12 +220,25 @@ impl HttpTransport {
                 message: format!("cannot build the HTTP client: {e}"),
                 retries: 0,
             })?;
+        // With a proxy set, reqwest's proxy rules decide where a plain request goes.
+        let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+            .iter()
+            .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+        let plain = (!proxied).then(|| {
+            h1::Pool::new(
+                config
+                    .concurrency
+                    .unwrap_or(crate::limit::DEFAULT_CAP)
+                    .max(1),
+            )
+        });
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
             | 1;
         Ok(HttpTransport {
             client,
+            plain,
             limiter: Limiter::new(config.concurrency),
             config,
             jitter_state: AtomicU64::new(seed),
@@ -136,21 +257,17 @@ impl HttpTransport {
         // A streamed answer's headers come when it starts: their time is the server's
         // queue, which the limit watches.
         let streamed = body.get("stream").and_then(JsonValue::as_bool) == Some(true);
-        let body = bytes::Bytes::from(body.to_string());
+        let body = Bytes::from(body.to_string());
+        let plain = self
+            .plain
+            .as_ref()
+            .and_then(|pool| Some((pool, h1::Target::parse(url)?)));
         let mut retries = 0;
         loop {
             // A place under the limit for each attempt; none is held while backing off.
             let mut permit = self.limiter.acquire().await;
             let sent = Instant::now();
-            let mut request = self
-                .client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.clone());
-            for (name, value) in headers {
-                request = request.header(*name, value);
-            }
-            let wait = match request.send().await {
+            let wait = match self.send(plain.as_ref(), url, headers, &body).await {
                 Ok(response) if response.status().is_success() => {
                     permit.record(Outcome::Answered {
                         latency: sent.elapsed(),
@@ -192,17 +309,25 @@ impl HttpTransport {
                         .unwrap_or_else(|| self.backoff(retries))
                 }
                 Err(e) => {
-                    permit.finish(if e.is_timeout() {
+                    let timed_out = e.kind == HttpErrorKind::Timeout;
+                    permit.finish(if timed_out {
                         Outcome::Overloaded
                     } else {
                         Outcome::Other
                     });
-                    let message = describe(&e);
+                    let message = if e.kind == HttpErrorKind::Connect {
+                        format!(
+                            "nothing answered at {url} (is the server running, and is the base URL right? `--base-url` or the provider's `*_BASE_URL` sets it): {}",
+                            e.message
+                        )
+                    } else {
+                        e.message
+                    };
                     // A request that timed out is tried once more, not `max_retries`
                     // times: a server that never answers must not hold the run for
                     // five time-outs.
-                    if retries >= self.config.max_retries || (e.is_timeout() && retries >= 1) {
-                        return Err(if e.is_timeout() {
+                    if retries >= self.config.max_retries || (timed_out && retries >= 1) {
+                        return Err(if timed_out {
                             ProviderError::Timeout { message, retries }
                         } else {
                             ProviderError::Transport { message, retries }
@@ -214,6 +339,37 @@ impl HttpTransport {
             tokio::time::sleep(wait.min(self.config.backoff_max)).await;
             retries += 1;
         }
+    }
+
+    /// One attempt: the request's head and body sent, the answer's head read.
+    async fn send(
+        &self,
+        plain: Option<&(&Arc<h1::Pool>, h1::Target)>,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Bytes,
+    ) -> Result<Response, HttpError> {
+        if let Some((pool, target)) = plain {
+            return pool
+                .post_json(
+                    target,
+                    headers,
+                    body,
+                    self.config.connect_timeout,
+                    self.config.request_timeout,
+                )
+                .await
+                .map(Response::Plain);
+        }
+        let mut request = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.clone());
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        Ok(Response::Reqwest(request.send().await?))
     }
 
     /// Exponential backoff with full jitter: uniform in `[0, min(max, base · 2^n)]`.
@@ -252,7 +408,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// The error message of a provider's error body: `{"error": {"message": …}}` in both
 /// OpenAI's and Anthropic's protocols, else the text.
-async fn error_message(response: reqwest::Response) -> String {
+async fn error_message(response: Response) -> String {
     let text = response.text().await.unwrap_or_default();
     match serde_json::from_str::<JsonValue>(&text) {
         Ok(json) => json
@@ -286,23 +442,6 @@ async fn error_message(response: reqwest::Response) -> String {
 fn looks_like_html(text: &str) -> bool {
     let start = text.trim_start().to_ascii_lowercase();
     start.starts_with("<!doctype html") || start.starts_with("<html")
-}
-
-fn describe(e: &reqwest::Error) -> String {
-    let mut message = e.to_string();
-    if e.is_connect() {
-        let url = e.url().map_or(String::new(), |u| format!(" at {u}"));
-        message = format!(
-            "nothing answered{url} (is the server running, and is the base URL right? `--base-url` or the provider's `*_BASE_URL` sets it): {message}"
-        );
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
 }
 
 /// Whether an error message is about how the request asked for the answer's shape: a
