@@ -41,10 +41,13 @@ pub trait Program: Sync {
         args: Vec<Value>,
     ) -> Result<Value, ExecError>;
 
-    /// Runs a `parallel for`'s iterations, adding the iterations they used to `env`'s.
     /// The address of each pin of the program, by index (what `Env::pins` points at).
     fn pins(&self) -> *const usize;
 
+    /// The most stack one call of any of its functions takes.
+    fn frame_bytes(&self) -> usize;
+
+    /// Runs a `parallel for`'s iterations, adding the iterations they used to `env`'s.
     /// Each element is marked with `origin` (the list's, see `heap::origin`); the
     /// results come with the first origin any of them had.
     fn run_parallel(
@@ -106,6 +109,21 @@ impl<'a> Env<'a> {
             program,
             error: None,
         }
+    }
+
+    /// Lowers the depth limit to what the stack this runs on still holds, so that deep
+    /// recursion stops with an error rather than overflowing the stack. Called once the
+    /// depth is set.
+    pub fn fit_stack(&mut self) {
+        if let Some(room) = runtime::tasks::stack_room() {
+            let frames = (room / self.program.frame_bytes().max(16)) as u64;
+            self.max_depth = self.max_depth.min(self.depth.saturating_add(frames));
+        }
+    }
+
+    /// Whether the depth limit is the stack's rather than `--max-depth`.
+    pub fn depth_is_the_stacks(&self) -> bool {
+        self.max_depth < u64::from(self.host.limits.max_depth)
     }
 
     pub fn fail(&mut self, e: ExecError) {

@@ -1,8 +1,8 @@
 //! The reference evaluator: a direct interpreter of the IR. It defines what every
 //! operation means, and is the oracle the native code generator is tested against.
 //!
-//! It runs on a plain thread (LLM calls block on the host's tokio runtime) with a stack
-//! large enough for `Limits::max_depth` nested calls; recursion beyond the limit is an
+//! It runs on a plain thread (LLM calls block on the host's tokio runtime) with a big
+//! stack; recursion beyond `Limits::max_depth`, or beyond what the stack holds, is an
 //! error, never a stack overflow.
 //!
 //! It depends on the host, the shared meaning of operations (`ops.rs`) and the heap's
@@ -18,6 +18,9 @@ use runtime::{Context, TypeDesc, Value};
 use crate::heap::Slot;
 use crate::host::{Engine, ExecError, Host, StackFrame, out_of_range};
 use crate::ops::{collect_iterations, int_op};
+
+/// The stack one evaluated call may need, at most.
+const EVAL_CALL_ROOM: usize = 64 << 10;
 
 pub struct Evaluator<'h> {
     host: &'h Host,
@@ -81,6 +84,7 @@ impl<'h> Evaluator<'h> {
             .main
             .ok_or_else(|| err("the program has no `main` function", None))?;
         let f = &module.functions[main as usize];
+        let mut arguments = crate::host::main_arguments(self.host, f)?.into_iter();
         let args = f
             .params
             .iter()
@@ -88,7 +92,7 @@ impl<'h> Evaluator<'h> {
                 if p.ty == Type::Context {
                     Slot::Ctx(Context::new())
                 } else {
-                    Slot::Val(Value::Unit)
+                    Slot::Val(arguments.next().expect("a value per parameter"))
                 }
             })
             .collect();
@@ -110,6 +114,14 @@ impl<'h> Evaluator<'h> {
         if depth >= self.host.limits.max_depth {
             return Err(in_this_function(format!(
                 "recursion deeper than {} calls",
+                self.host.limits.max_depth
+            )));
+        }
+        // A call here takes kilobytes of the Rust stack: recursion stops where the stack
+        // would end, as in compiled code.
+        if runtime::tasks::stack_room().is_some_and(|room| room < EVAL_CALL_ROOM) {
+            return Err(in_this_function(format!(
+                "recursion deeper than {depth} calls: as deep as the program's stack holds (`--max-depth` is {})",
                 self.host.limits.max_depth
             )));
         }

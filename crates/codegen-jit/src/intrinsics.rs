@@ -143,6 +143,10 @@ pub extern "C" fn sap_fail(env: &mut Env<'_>, desc: &FailDesc, a: i64, b: i64) {
             Err(e) => e.message,
             Ok(_) => "integer overflow".to_owned(),
         },
+        FailKind::Depth if env.depth_is_the_stacks() => format!(
+            "recursion deeper than {} calls: as deep as the program's stack holds (`--max-depth` is {})",
+            env.max_depth, env.host.limits.max_depth
+        ),
         FailKind::Depth => format!("recursion deeper than {} calls", env.max_depth),
         FailKind::Iterations => format!("more than {} loop iterations", env.max_iterations),
         FailKind::Internal(message) => message.clone(),

@@ -19,7 +19,7 @@ use runtime::{Context, Value};
 use crate::abi::{Env, ParallelDesc, Pins, Program};
 use crate::codegen::{self, Layout, NativeProgram};
 use crate::heap::{self, Slot, from_value, new_obj, to_value};
-use crate::host::{ExecError, Host};
+use crate::host::{ExecError, Host, main_arguments};
 use crate::intrinsics::Intr;
 use crate::ops::collect_iterations;
 use crate::raw::code::Code;
@@ -27,6 +27,8 @@ use crate::raw::code::Code;
 /// A program in memory, ready to run on any number of threads at once.
 pub struct JitProgram {
     code: Code,
+    /// The most stack one sap call takes.
+    frame: usize,
     pins: Pins,
     ir: Arc<Module>,
 }
@@ -97,6 +99,7 @@ pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, S
         })
         .collect();
     Ok(JitProgram {
+        frame: native.frame_bytes(),
         code: Code::new(jit, trampolines),
         pins,
         ir: module,
@@ -117,6 +120,7 @@ impl JitProgram {
             .main
             .ok_or_else(|| ExecError::new("the program has no `main` function", None))?;
         let f = &self.ir.functions[main as usize];
+        let mut arguments = main_arguments(host, f)?.into_iter();
         let args: Vec<i64> = f
             .params
             .iter()
@@ -124,14 +128,18 @@ impl JitProgram {
                 if p.ty == Type::Context {
                     new_obj(Slot::Ctx(Context::new()))
                 } else {
-                    0
+                    let value = arguments.next().expect("a value per parameter");
+                    from_value(&p.ty, value)
                 }
             })
             .collect();
         let mut env = Env::new(host, self);
+        env.fit_stack();
         let raw = self.code.call(main, &mut env, &args);
-        for a in args {
-            heap::release(a);
+        for (p, a) in f.params.iter().zip(args) {
+            if p.ty.is_heap() {
+                heap::release(a);
+            }
         }
         if env.failed != 0 {
             return Err(env
@@ -150,6 +158,10 @@ impl JitProgram {
 impl Program for JitProgram {
     fn pins(&self) -> *const usize {
         self.pins.addresses.as_ptr()
+    }
+
+    fn frame_bytes(&self) -> usize {
+        self.frame
     }
 
     fn call_function(
@@ -173,6 +185,7 @@ impl Program for JitProgram {
         let mut env = Env::new(host, self);
         env.depth = depth;
         env.max_iterations = max_iterations;
+        env.fit_stack();
         let out = self.code.call(f, &mut env, &raw);
         for (p, a) in func.params.iter().zip(raw) {
             if p.ty.is_heap() {
@@ -212,6 +225,7 @@ impl Program for JitProgram {
                 let mut child = Env::new(host, self);
                 child.depth = depth;
                 child.max_iterations = remaining;
+                child.fit_stack();
                 // The body takes the captures, then the element.
                 let mut args = captured.to_vec();
                 let item = from_value(&desc.elem, items[i].clone());

@@ -37,6 +37,9 @@ pub use eval::Evaluator;
 pub use host::{ExecError, Externs, Host, Limits, StackFrame, Tokio};
 pub use jit::{JitProgram, compile, compile_native, load, target};
 
+/// The program's stack: 1 GiB reserved, committed as it is touched.
+const BIG_STACK: usize = 1 << 30;
+
 /// Runs `f` on a thread with a stack large enough for deep sap recursion (the limit in
 /// `Limits::max_depth` stops it before the stack ends). A thread of its own rather than
 /// a stack switched to on this one (`corosensei::on_stack`, tried): that saved 0.1 ms
@@ -46,8 +49,11 @@ pub fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("sap-main".to_owned())
-            .stack_size(1 << 30)
-            .spawn_scoped(scope, f)
+            .stack_size(BIG_STACK)
+            .spawn_scoped(scope, || {
+                runtime::tasks::on_stack_of(BIG_STACK);
+                f()
+            })
             .expect("spawn the program's thread")
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))

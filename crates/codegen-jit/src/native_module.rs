@@ -10,7 +10,7 @@
 //! | calls the model | u8 |
 //! | module | bytes: the IR without function bodies ([postcard]) |
 //! | pins | bytes: the descriptors and constants the code points at ([postcard]) |
-//! | functions | u32 count, then each: u32 declaration, u64 alignment, bytes of machine code, u32 relocation count, relocations |
+//! | functions | u32 count, then each: u32 declaration, u64 alignment, u32 frame size, bytes of machine code, u32 relocation count, relocations |
 //! | relocation | u32 offset, u8 kind, i64 addend, then the target: u8 0 + u32 namespace + u32 index (a declared function or a pin), u8 1 + string (a libcall), u8 2 + u32 offset (in the function itself) |
 //! | checksum | u64: FNV-1a of every byte before it |
 //!
@@ -33,7 +33,7 @@ use crate::codegen::{CompiledFunction, Layout, NativeProgram};
 const MAGIC: &[u8; 8] = b"SAPNATV1";
 
 /// The version of this layout; a file of another version is not read.
-pub const FORMAT: u32 = 4;
+pub const FORMAT: u32 = 5;
 
 /// What a native module file holds besides the code.
 pub struct NativeModule {
@@ -75,6 +75,7 @@ pub fn write(
     for f in &program.functions {
         w.u32(f.decl);
         w.u64(f.alignment);
+        w.u32(f.frame);
         w.bytes(&f.code);
         w.u32(f.relocs.len() as u32);
         for r in &f.relocs {
@@ -156,6 +157,10 @@ pub fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
         if !alignment.is_power_of_two() || alignment > 4096 {
             return Err(format!("function {decl} has alignment {alignment}"));
         }
+        let frame = r.u32()?;
+        if !(16..=1 << 26).contains(&frame) {
+            return Err(format!("function {decl} has a frame of {frame} bytes"));
+        }
         let code = r.bytes()?.to_vec();
         let n = r.u32()? as usize;
         let mut relocs = Vec::with_capacity(n.min(code.len()));
@@ -212,6 +217,7 @@ pub fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
         functions.push(CompiledFunction {
             decl,
             alignment,
+            frame,
             code,
             relocs,
         });

@@ -116,6 +116,7 @@ pub fn fn_signature<'db>(db: &'db dyn Db, item: Item<'db>) -> Signature<'db> {
         if let (Some(at), Ty::Context) = (p.trusted, &ty) {
             lowering.diagnostics.push(diag::trusted_context(item, at));
         }
+
         sig_params.push(ParamSig {
             name: p.name.name.clone(),
             trusted: p.trusted.is_some(),

@@ -145,9 +145,18 @@ pub fn coerce(ty: &TypeDesc, json: JsonValue, repairs: &mut Vec<&'static str>) -
         (TypeDesc::Option(inner), json) if !json.is_null() => coerce(inner, json, repairs),
         (TypeDesc::Struct(desc), JsonValue::Object(mut map)) => {
             for field in &desc.fields {
-                if let Some(v) = map.remove(&field.name) {
-                    let v = coerce(&field.ty, v, repairs);
-                    map.insert(field.name.clone(), v);
+                match map.remove(&field.name) {
+                    Some(v) => {
+                        let v = coerce(&field.ty, v, repairs);
+                        map.insert(field.name.clone(), v);
+                    }
+                    // An option the answer leaves out is `None` (the schema lists every
+                    // field as required, as strict servers want, with `null` allowed).
+                    None if matches!(field.ty, TypeDesc::Option(_)) => {
+                        repairs.push("missing option field read as None");
+                        map.insert(field.name.clone(), JsonValue::Null);
+                    }
+                    None => {}
                 }
             }
             JsonValue::Object(map)
@@ -186,6 +195,36 @@ mod tests {
             serde_json::json!({"bugs": ["b may be 0"], "severity": "High"})
         );
         assert!(r.contains(&"prose around the JSON removed") && r.contains(&"bare keys quoted"));
+    }
+
+    #[test]
+    fn a_missing_option_field_is_none() {
+        use crate::types::{FieldDesc, StructDesc};
+        let ty = TypeDesc::Struct(std::sync::Arc::new(StructDesc {
+            name: "Person".to_owned(),
+            doc: None,
+            fields: vec![
+                FieldDesc {
+                    name: "name".to_owned(),
+                    ty: TypeDesc::String,
+                    doc: None,
+                },
+                FieldDesc {
+                    name: "nickname".to_owned(),
+                    ty: TypeDesc::Option(Box::new(TypeDesc::String)),
+                    doc: None,
+                },
+            ],
+        }));
+        let mut repairs = Vec::new();
+        let v = coerce(&ty, serde_json::json!({"name": "Al"}), &mut repairs);
+        assert_eq!(v, serde_json::json!({"name": "Al", "nickname": null}));
+        assert_eq!(repairs, ["missing option field read as None"]);
+        // A missing field that is not an option stays missing, for the validator.
+        let mut repairs = Vec::new();
+        let v = coerce(&ty, serde_json::json!({"nickname": "A"}), &mut repairs);
+        assert_eq!(v, serde_json::json!({"nickname": "A"}));
+        assert!(repairs.is_empty());
     }
 
     #[test]

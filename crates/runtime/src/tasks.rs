@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::{context, order};
@@ -54,6 +54,36 @@ const WORKER_STACK: usize = TASK_STACK;
 thread_local! {
     /// The task this thread is running now, if any.
     static RUNNING: RefCell<Option<Running>> = const { RefCell::new(None) };
+    /// The lowest address the code running now may use of its stack (the task's, or
+    /// the thread's), less a margin; 0 when unknown.
+    static FLOOR: Cell<usize> = const { Cell::new(0) };
+}
+
+/// What is kept free at the bottom of a stack: room for the host code a call at the
+/// deepest point runs (an LLM call's HTTP client), and the guard page.
+const STACK_MARGIN: usize = 1 << 20;
+
+/// An address on the current stack: where its top is now, near enough.
+#[inline(always)]
+fn stack_pointer() -> usize {
+    let here = 0u8;
+    std::hint::black_box(&here) as *const u8 as usize
+}
+
+/// Says that the thread calling this runs on a stack of `size` bytes, of which it has
+/// used little so far: [`stack_room`] then knows how much is left.
+pub fn on_stack_of(size: usize) {
+    FLOOR.with(|f| f.set(stack_pointer().saturating_sub(size) + STACK_MARGIN));
+}
+
+/// How many bytes of its stack the code running now may still use, when its stack is
+/// known (a task's, a worker's, or a thread's that called [`on_stack_of`]): deep
+/// recursion checks it to stop with an error rather than overflow the stack.
+pub fn stack_room() -> Option<usize> {
+    match FLOOR.with(Cell::get) {
+        0 => None,
+        floor => Some(stack_pointer().saturating_sub(floor)),
+    }
 }
 
 /// The task a thread is running: how to suspend it, and how to wake it.
@@ -180,6 +210,8 @@ impl Wake for TaskWaker {
 /// its waker.
 struct Slot<T> {
     coroutine: Coroutine<(), (), Option<T>, DefaultStack>,
+    /// The lowest address of the coroutine's stack, with the margin (see [`FLOOR`]).
+    floor: usize,
     /// Where the coroutine's yielder is, once it has started.
     yielder: Rc<Cell<*const Yielder<(), ()>>>,
     locals: Locals,
@@ -244,6 +276,7 @@ where
         // iterations build (timers, sockets) finds its runtime.
         let handle = tokio::runtime::Handle::try_current().ok();
         let work = || {
+            on_stack_of(WORKER_STACK);
             let _entered = handle.as_ref().map(tokio::runtime::Handle::enter);
             schedule(&shared, per_thread);
         };
@@ -303,6 +336,7 @@ where
                     }
                 },
             };
+            let floor = stack.limit().get() + STACK_MARGIN;
             let slot = free.pop().unwrap_or_else(|| {
                 slots.push(None);
                 slots.len() - 1
@@ -333,6 +367,7 @@ where
             let coroutine = unsafe { Coroutine::with_stack_unchecked(stack, body) };
             slots[slot] = Some(Slot {
                 coroutine,
+                floor,
                 yielder,
                 locals: Locals::default(),
                 waker,
@@ -360,7 +395,9 @@ where
                 waker: Waker::from(slot.waker.clone()),
             }))
         });
+        let outer_floor = FLOOR.with(|f| f.replace(slot.floor));
         let resumed = slot.coroutine.resume(());
+        FLOOR.with(|f| f.set(outer_floor));
         RUNNING.with(|r| *r.borrow_mut() = outer);
         slot.locals.swap();
         if let CoroutineResult::Return(result) = resumed {

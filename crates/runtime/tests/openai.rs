@@ -369,6 +369,31 @@ async fn client_errors_are_not_retried() {
 }
 
 #[tokio::test]
+async fn an_api_key_with_a_line_break_is_refused_not_sent_nor_retried() {
+    let server = MockServer::start(|_, _| Reply::json(completion(r#"{"value": 5}"#))).await;
+    let config = runtime::provider::openai::OpenAiConfig {
+        api_key: Some("sk-secret-0123\n".to_owned()),
+        ..openai_config(&server, false)
+    };
+    let provider = Arc::new(OpenAiProvider::new(config).unwrap());
+    let started = std::time::Instant::now();
+    let err = runtime(provider)
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::I32)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("the `authorization` header has a line break")
+            && !err.message.contains("sk-secret")
+            && !err.message.contains("retried"),
+        "{}",
+        err.message
+    );
+    assert!(server.requests().is_empty());
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[tokio::test]
 async fn retries_give_up_after_the_limit() {
     let server = MockServer::start(|_, _| Reply::status(503, "down")).await;
     let err = runtime(openai(&server))

@@ -22,6 +22,10 @@ use runtime::tools::standard::Grants;
 pub struct RunArgs {
     /// The program; its `main` runs.
     pub file: PathBuf,
+    /// Arguments for the program, after `--`: `main` takes them as a `List<String>`
+    /// (`fn main(ctx: Context, args: List<String>)`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
     /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
     /// `lmstudio` (OpenAI-compatible at their usual local address), `anthropic`,
     /// `gemini`, `local` (a GGUF model in this process: `--model PATH.gguf`, built with
@@ -444,6 +448,7 @@ pub fn host_for(
     };
     let mut host = Host::new(module, runtime.clone(), tokio.clone(), externs, limits)
         .with_tools(Arc::new(tools));
+    host.args = args.args.clone();
     if let Some(journal) = journal {
         host = host.with_journal(journal);
     }

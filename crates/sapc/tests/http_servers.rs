@@ -2,7 +2,7 @@
 //! (h11, as vLLM serves) and Node's `http` module, with answers whole and streamed
 //! (chunked). The calls follow one another, so each should go on the connection the one
 //! before left open: a streamed answer's end is read after its `[DONE]` so that its
-//! connection is kept.
+//! connection is kept. And with a proxy set in the environment, calls go through it.
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::mcp::free_port;
+use common::mcp::{free_port, scripted_model};
 use common::{Project, ok, stdout};
 use test_support::mcp::python;
 
@@ -142,4 +142,38 @@ fn uvicorn_answers_whole_and_streamed_on_kept_connections() {
 #[test]
 fn node_answers_whole_and_streamed_on_kept_connections() {
     connections_are_kept(&Server::start("node", "openai_node.js"));
+}
+
+#[test]
+fn a_proxy_set_in_the_environment_carries_plain_http_calls() {
+    let (_rt, proxy) = scripted_model(vec![serde_json::json!({ "value": "Match" })]);
+    let p = Project::new("http-proxy", "[provider]\nstream = false\n");
+    p.write("main.sap", PROGRAM);
+    // Nothing listens at the base URL: only the proxy can answer.
+    let base = format!("http://127.0.0.1:{}/v1", free_port());
+    let out = p.sapc_with_env(
+        &[
+            "run",
+            "main.sap",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            &base,
+        ],
+        &[
+            ("HTTP_PROXY", &proxy.url()),
+            ("NO_PROXY", ""),
+            ("no_proxy", ""),
+        ],
+    );
+    ok(&out);
+    let requests = proxy.requests();
+    assert_eq!(requests.len(), CALLS);
+    assert_eq!(
+        requests[0].path,
+        format!("{base}/chat/completions"),
+        "the absolute form a proxy is sent"
+    );
 }

@@ -67,11 +67,25 @@ pub struct NativeProgram {
     pub pins: Vec<Pin>,
 }
 
+impl NativeProgram {
+    /// The most stack one call of any of its functions takes.
+    pub fn frame_bytes(&self) -> usize {
+        self.functions
+            .iter()
+            .map(|f| f.frame as usize)
+            .max()
+            .unwrap_or(16)
+    }
+}
+
 /// One function's machine code and the places in it to patch when it is loaded.
 pub struct CompiledFunction {
     /// Its index in [`declarations`].
     pub decl: u32,
     pub alignment: u64,
+    /// The most stack a call of it takes: its frame, saved registers and return
+    /// address (deep recursion is stopped before it fills the stack).
+    pub frame: u32,
     pub code: Vec<u8>,
     /// Targets are `User { namespace: 0 }` for a declared function, `User { namespace: 1
     /// }` for a pin, a libcall, or an offset in the function itself.
@@ -400,9 +414,16 @@ fn compile_one(
             let _ = std::fs::write(dir.join(format!("{what}.vcode")), vcode);
         }
     }
+    // The return address and the saved frame pointer, then what the prologue reserves.
+    let frame = 16
+        + compiled
+            .buffer
+            .frame_layout()
+            .map_or(0, |l| l.frame_to_fp_offset);
     Ok(CompiledFunction {
         decl,
         alignment,
+        frame,
         code,
         relocs,
     })

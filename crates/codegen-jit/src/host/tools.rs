@@ -46,8 +46,21 @@ impl Host {
             )
         })?;
         let traced = self.tool_span(name, None, span);
+        let declared = self.declared.get(name).map(|(ty, _)| ty);
         let result = self.journaled(name, args, span, || {
-            f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
+            let value =
+                f(args).map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))?;
+            // The host's function works on i64: a result the declared i32 cannot hold is
+            // the call's overflow, reported here rather than as a wrong value.
+            match (&value, declared) {
+                (Value::Int(v), Some(TypeDesc::I32)) if i32::try_from(*v).is_err() => {
+                    Err(ExecError::new(
+                        format!("`{name}` failed: integer overflow: {v} does not fit in i32"),
+                        span,
+                    ))
+                }
+                _ => Ok(value),
+            }
         });
         if let Err(e) = &result {
             traced.fail("tool_error", &e.message);

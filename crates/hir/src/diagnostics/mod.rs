@@ -207,6 +207,10 @@ pub fn unresolved_name<'db>(
     );
     match did_you_mean(similar) {
         Some(h) => d.with_help(h),
+        // A path names an item of a module, or a variant of an enum.
+        None if name.contains("::") => d.with_help(
+            "a path is `module::item`, `Enum::Variant` or `module::Enum::Variant`, of a module the file `use`s",
+        ),
         None => d.with_help(format!(
             "declare it with `let {name} = …`, or define a function `{name}`"
         )),
@@ -742,6 +746,17 @@ pub fn duplicate_injection<'db>(base: Item<'db>, span: Span, first: Span) -> Hir
     )
     .with_secondary(base, first, "first injected here")
     .with_help("remove one: the model sees both")
+}
+
+pub fn empty_select<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
+    error(
+        base,
+        SELECT_ARMS,
+        span,
+        "this `select` has no arms".to_owned(),
+        "nothing for the model to choose",
+    )
+    .with_help("write one arm per call the model may choose: `select { f(ctx, _), g(ctx, _) }`")
 }
 
 pub fn one_arm_select<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {

@@ -246,8 +246,10 @@ impl<'a, 'db> Checker<'a, 'db> {
         hint: Option<&Ty<'db>>,
     ) -> Ty<'db> {
         self.use_context(span, "`select`");
-        if arms.len() == 1 {
-            self.diagnostics.push(diag::one_arm_select(self.item, span));
+        match arms.len() {
+            0 => self.diagnostics.push(diag::empty_select(self.item, span)),
+            1 => self.diagnostics.push(diag::one_arm_select(self.item, span)),
+            _ => {}
         }
         let mut result: Option<(Ty<'db>, Span)> = None;
         for arm in arms {

@@ -230,6 +230,13 @@ impl<'a, 'db> Checker<'a, 'db> {
                 self.pop_scope();
                 self.parallel_depth -= 1;
                 self.loops.pop();
+                if matches!(self.shallow(&value), Ty::Context) {
+                    self.diagnostics.push(diag::context_misuse(
+                        self.item,
+                        e.span,
+                        "collected into a `List` by `parallel for`",
+                    ));
+                }
                 Ty::List(Box::new(value))
             }
         }

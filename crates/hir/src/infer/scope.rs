@@ -135,11 +135,14 @@ impl<'a, 'db> Checker<'a, 'db> {
                 }
             }
         }
-        // `Enum::Variant`, `module::function`.
-        if let [first, second] = path.segments.as_slice() {
+        // `Enum::Variant`, `module::Enum::Variant`.
+        if let [owner @ .., second] = path.segments.as_slice()
+            && (1..=2).contains(&owner.len())
+        {
+            let first = owner.last().expect("one or two segments");
             let enum_path = ast::Path {
-                segments: vec![first.clone()],
-                span: first.span,
+                segments: owner.to_vec(),
+                span: owner[0].span.to(first.span),
             };
             if let Some(TypeDef::Item(item)) = self.resolver.lookup_type_path(&enum_path) {
                 let enum_item = match item.kind(db) {
@@ -178,6 +181,9 @@ impl<'a, 'db> Checker<'a, 'db> {
                     return None;
                 }
             }
+        }
+        // `module::function`.
+        if let [first, second] = path.segments.as_slice() {
             if first.name == "Context" {
                 let d =
                     diag::not_a_value(self.item, path.span, &format!("`Context::{}`", second.name))

@@ -185,6 +185,22 @@ impl Pool {
         connect_timeout: Duration,
         timeout: Duration,
     ) -> Result<Response, HttpError> {
+        // A value with a line break would end the head early (an API key read with its
+        // newline): refused, as reqwest refuses it, and without the value, a secret.
+        let unsafe_byte = |text: &str| text.bytes().any(|b| b.is_ascii_control() && b != b'\t');
+        if let Some((name, _)) = headers
+            .iter()
+            .find(|(n, v)| unsafe_byte(n) || unsafe_byte(v))
+        {
+            return Err(HttpError {
+                kind: HttpErrorKind::Invalid,
+                message: format!(
+                    "{}: the `{}` header has a line break or another control character in it",
+                    target.url,
+                    name.escape_debug()
+                ),
+            });
+        }
         let deadline = Instant::now() + timeout;
         let mut reused = self.checkout(&target.authority);
         loop {

@@ -158,6 +158,8 @@ pub struct HttpError {
 pub enum HttpErrorKind {
     /// Nothing answered at the address.
     Connect,
+    /// The request cannot be sent as it is: trying again would not help.
+    Invalid,
     Timeout,
     Other,
 }
@@ -166,6 +168,8 @@ impl From<reqwest::Error> for HttpError {
     fn from(e: reqwest::Error) -> HttpError {
         let kind = if e.is_timeout() {
             HttpErrorKind::Timeout
+        } else if e.is_builder() {
+            HttpErrorKind::Invalid
         } else if e.is_connect() {
             HttpErrorKind::Connect
         } else {
@@ -205,16 +209,15 @@ pub fn install_crypto() {
 impl HttpTransport {
     pub fn new(config: HttpConfig) -> Result<HttpTransport, ProviderError> {
         install_crypto();
+        // A connection kept for every request the limit lets out at once.
+        let max_idle = config
+            .concurrency
+            .unwrap_or(crate::limit::DEFAULT_CAP)
+            .max(1);
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
-            // A connection kept for every request the limit lets out at once.
-            .pool_max_idle_per_host(
-                config
-                    .concurrency
-                    .unwrap_or(crate::limit::DEFAULT_CAP)
-                    .max(1),
-            )
+            .pool_max_idle_per_host(max_idle)
             .build()
             .map_err(|e| ProviderError::Transport {
                 message: format!("cannot build the HTTP client: {e}"),
@@ -224,14 +227,7 @@ impl HttpTransport {
         let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
             .iter()
             .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-        let plain = (!proxied).then(|| {
-            h1::Pool::new(
-                config
-                    .concurrency
-                    .unwrap_or(crate::limit::DEFAULT_CAP)
-                    .max(1),
-            )
-        });
+        let plain = (!proxied).then(|| h1::Pool::new(max_idle));
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
@@ -326,7 +322,10 @@ impl HttpTransport {
                     // A request that timed out is tried once more, not `max_retries`
                     // times: a server that never answers must not hold the run for
                     // five time-outs.
-                    if retries >= self.config.max_retries || (timed_out && retries >= 1) {
+                    if retries >= self.config.max_retries
+                        || (timed_out && retries >= 1)
+                        || e.kind == HttpErrorKind::Invalid
+                    {
                         return Err(if timed_out {
                             ProviderError::Timeout { message, retries }
                         } else {

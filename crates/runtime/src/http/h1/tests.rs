@@ -497,3 +497,33 @@ async fn an_answer_before_the_request_was_read_is_read_and_its_connection_not_ke
     assert_eq!(body(&mut response).await.unwrap(), "too long");
     assert_eq!(pool.idle(), 0);
 }
+
+#[tokio::test]
+async fn a_header_with_a_line_break_is_refused_without_its_value() {
+    let (target, log) = serve(vec![]).await;
+    let headers = [(
+        "authorization",
+        "Bearer sk-secret\r\nx-injected: 1".to_owned(),
+    )];
+    let error = Pool::new(4)
+        .post_json(
+            &target,
+            &headers,
+            &Bytes::new(),
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        )
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.kind, HttpErrorKind::Invalid);
+    assert!(
+        error
+            .message
+            .contains("the `authorization` header has a line break"),
+        "{}",
+        error.message
+    );
+    assert!(!error.message.contains("sk-secret"), "{}", error.message);
+    assert_eq!(log.lock().unwrap().connections, 0);
+}
