@@ -527,6 +527,9 @@ pub struct Extern {
     /// extern fn`): the run marks it, and refuses it to a `trusted` parameter.
     #[serde(default)]
     pub untrusted: bool,
+    /// The declaration, for errors about it (a host without it, another signature).
+    #[serde(default)]
+    pub span: Option<SrcSpan>,
 }
 
 /// Where a bound extern's tool lives (`extern "mcp:notes" fn …`).

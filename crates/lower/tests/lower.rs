@@ -75,3 +75,31 @@ fn llm_sites_are_distinct_instructions_with_spans() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text[site.span.start as usize..site.span.end as usize].starts_with("select {"));
 }
+
+#[test]
+fn data_injected_in_a_parallel_for_is_labelled_with_the_function_the_source_names() {
+    let mut db = hir::Database::default();
+    db.add_file(
+        "p.sap",
+        "fn judge(ctx: Context, note: String) -> Boolean {\n    \"Is it good?\"!\n    note!\n}\n\
+         fn main(ctx: Context) -> () {\n    let all = parallel for item in [\"a\", \"b\"] {\n        \
+         let c = ctx\n        let note = \"about \" + item\n        note!\n        judge(c, note)\n    }\n    \
+         print(to_string(len(all)))\n}\n",
+    );
+    let module = lower::lower_workspace(&db).expect("the program lowers");
+    let body = module
+        .functions
+        .iter()
+        .find(|f| f.name.starts_with("main::parallel_for@"))
+        .expect("the parallel body is a function of its own");
+    let injects: Vec<&str> = body
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .filter_map(|i| match &i.op {
+            ir::Op::Inject { function, .. } => Some(function.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(injects, ["main"]);
+}

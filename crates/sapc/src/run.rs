@@ -239,6 +239,11 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
         })?;
     }
     let texts = file_texts(&module, &inputs);
+    // A declaration this host cannot serve is reported at the declaration.
+    if let Err(e) = Externs::default().with_calculator().check(&module) {
+        eprintln!("{}", render_error(&texts, &e));
+        return Ok(exit::ERRORS);
+    }
     let (host, runtime) = host_for(args, &config, module, calls_model, started, &tokio)?;
     let host = host.with_sources(
         texts
@@ -364,7 +369,7 @@ pub fn host_for(
     tokio: &Tokio,
 ) -> Result<(Host, Option<Arc<Runtime>>), String> {
     let externs = Externs::default().with_calculator();
-    externs.check(&module)?;
+    externs.check(&module).map_err(|e| e.message)?;
 
     let budgets = Budgets {
         max_calls: args.max_calls.or(config.budgets.max_calls),
@@ -627,7 +632,6 @@ pub(crate) fn file_texts(
         .collect()
 }
 
-/// A runtime error as a diagnostic at its span, with the sap call stack.
 /// `9990` → `9,990`.
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
@@ -641,6 +645,7 @@ fn thousands(n: usize) -> String {
     out
 }
 
+/// A runtime error as a diagnostic at its span, with the sap call stack.
 pub(crate) fn render_error(files: &[Option<(String, String)>], e: &ExecError) -> String {
     let file = |i: u32| files.get(i as usize).and_then(Option::as_ref);
     let position = |span: ir::SrcSpan| match file(span.file) {
@@ -678,7 +683,12 @@ pub(crate) fn render_error(files: &[Option<(String, String)>], e: &ExecError) ->
         }
         i += same;
     }
-    let mut help = format!("sap call stack (innermost first):{stack}");
+    // An error before the program ran (a declaration the host cannot serve) has no stack.
+    let mut help = if stack.is_empty() {
+        String::new()
+    } else {
+        format!("sap call stack (innermost first):{stack}")
+    };
     if let Some(answer) = &e.raw_answer {
         let shown: String = answer.chars().take(300).collect();
         help.push_str(&format!("\nthe model's last answer: {shown}"));
@@ -738,7 +748,7 @@ impl std::error::Error for RunReport {}
 
 impl miette::Diagnostic for RunReport {
     fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        Some(Box::new(&self.help))
+        (!self.help.is_empty()).then(|| Box::new(&self.help) as Box<dyn std::fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {

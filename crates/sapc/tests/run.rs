@@ -874,3 +874,35 @@ fn main_takes_the_command_line_after_a_double_dash() {
         "an argument too many (`b`): `main` takes (name: String)",
     );
 }
+
+#[test]
+fn an_extern_the_host_cannot_serve_is_reported_at_its_declaration() {
+    let (_dir, unknown) = program(
+        "unknown_extern",
+        "fn main() {\n    print(\"hi\")\n}\nextern fn mystery(x: i32) -> i32;\n",
+    );
+    let out = sapc(&["run", unknown.to_str().unwrap()]);
+    common::fails(&out, 1, "provides no extern of that name");
+    assert!(
+        common::stderr(&out).contains("unknown_extern.sap:4:1")
+            && !common::stderr(&out).contains("call stack"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert_eq!(common::stdout(&out), "", "nothing ran");
+    let (_dir, mismatch) = program(
+        "extern_mismatch",
+        "extern fn add(x: String, y: i32) -> i32;\nfn main() {\n    print(\"hi\")\n}\n",
+    );
+    let out = sapc(&["run", mismatch.to_str().unwrap()]);
+    common::fails(
+        &out,
+        1,
+        "`extern fn add` is declared as (String, i32) -> i32",
+    );
+    assert!(
+        common::stderr(&out).contains("extern_mismatch.sap:1:1"),
+        "{}",
+        common::stderr(&out)
+    );
+}

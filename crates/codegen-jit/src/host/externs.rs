@@ -9,6 +9,8 @@ use builtins::SigType;
 use ir::{Builtin, Module, Type};
 use runtime::Value;
 
+use super::ExecError;
+
 /// An extern function: arguments in, a value or an error message out.
 pub type ExternFn = Arc<dyn Fn(&[Value]) -> Result<Value, String> + Send + Sync>;
 
@@ -81,31 +83,32 @@ impl Externs {
     }
 
     /// Checks the module's extern declarations against what is registered.
-    pub fn check(&self, module: &Module) -> Result<(), String> {
+    pub fn check(&self, module: &Module) -> Result<(), ExecError> {
         // A bound extern's tool is found when it is first called.
         for e in module.externs.iter().filter(|e| e.binding.is_none()) {
+            let at = |message: String| ExecError::new(message, e.span);
             let params: Vec<Type> = e.params.iter().map(|p| p.ty.clone()).collect();
             if !self.functions.contains_key(&e.name)
                 && let Some(b) = standard_extern(&e.name)
             {
                 // A declaration of a standard extern: it must say what the standard says.
                 if !standard_signature_fits(b, &params, &e.ret) {
-                    return Err(format!(
+                    return Err(at(format!(
                         "`extern fn {}` is declared as ({}) -> {}, which is not the signature of the standard `{}`",
                         e.name,
                         params.iter().map(show_type).collect::<Vec<_>>().join(", "),
                         show_type(&e.ret),
                         e.name
-                    ));
+                    )));
                 }
                 continue;
             }
             match self.functions.get(&e.name) {
                 None => {
-                    return Err(format!(
+                    return Err(at(format!(
                         "the program declares `extern fn {}`, but this host provides no extern of that name",
                         e.name
-                    ));
+                    )));
                 }
                 Some((shown, check, _)) if !check(&params, &e.ret) => {
                     let declared = format!(
@@ -113,10 +116,10 @@ impl Externs {
                         params.iter().map(show_type).collect::<Vec<_>>().join(", "),
                         show_type(&e.ret)
                     );
-                    return Err(format!(
+                    return Err(at(format!(
                         "`extern fn {}` is declared as {declared}, but the host's `{}` is {shown}",
                         e.name, e.name
-                    ));
+                    )));
                 }
                 Some(_) => {}
             }

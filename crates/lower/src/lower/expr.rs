@@ -186,10 +186,17 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     _ => {
                         let label = self.label(inner);
                         let v = self.expr(inner);
-                        // What a tool returned is labelled with the tool, not the function.
-                        let function = self
-                            .tool_origin(inner)
-                            .unwrap_or_else(|| self.f.name.clone());
+                        // What a tool returned is labelled with the tool, not the function;
+                        // the rest with the function the source names, never the name of a
+                        // `parallel for` body, whose offset would change the prompt at
+                        // every edit above it.
+                        let function = self.tool_origin(inner).unwrap_or_else(|| {
+                            let name = &self.f.name;
+                            name.split("::parallel_for@")
+                                .next()
+                                .unwrap_or(name)
+                                .to_owned()
+                        });
                         self.emit_void(
                             Op::Inject {
                                 ctx,

@@ -160,6 +160,11 @@ impl<'db> ModuleLower<'db> {
                             binding,
                             idempotent: sig.idempotent,
                             untrusted: hir::provenance::returns_untrusted(sig),
+                            span: Some(SrcSpan {
+                                file: file_index as u32,
+                                start: item.offset(db) + item.ast(db).span.start,
+                                end: item.offset(db) + item.ast(db).span.end,
+                            }),
                         });
                     }
                     ItemKind::Test if self.for_tests && Some(file) == program_file => {
