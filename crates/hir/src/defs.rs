@@ -199,6 +199,11 @@ pub fn struct_def<'db>(db: &'db dyn Db, item: Item<'db>) -> StructDef<'db> {
                 .diagnostics
                 .push(diag::context_misuse(item, f.ty.span, "stored in a struct"));
         }
+        if ty == Ty::Struct(item) {
+            lowering
+                .diagnostics
+                .push(diag::struct_holds_itself(item, f.ty.span, &s.name.name));
+        }
         if let Some(&first) = seen.get(f.name.name.as_str()) {
             lowering.diagnostics.push(diag::duplicate(
                 item,

@@ -138,6 +138,7 @@ pub const GIVEN_NOT_MODEL: &str = "E0136";
 pub const GIVEN_PARAMS: &str = "E0137";
 pub const GIVEN_NO_SITE: &str = "E0138";
 pub const STORED_TRUSTED_TOOL: &str = "E0139";
+pub const STRUCT_HOLDS_ITSELF: &str = "E0140";
 
 pub const UNUSED_VARIABLE: &str = "W0100";
 pub const UNUSED_CONTEXT: &str = "W0101";
@@ -145,6 +146,7 @@ pub const UNBOUNDED_WHILE: &str = "W0102";
 pub const DUPLICATE_INJECTION: &str = "W0103";
 pub const ONE_ARM_SELECT: &str = "W0104";
 pub const UNREACHABLE: &str = "W0105";
+pub const DROPPED_IF_VALUE: &str = "W0106";
 
 /// Every code `hir` reports, for the fixture test that checks each is covered.
 pub const ALL_CODES: &[&str] = &[
@@ -175,6 +177,7 @@ pub const ALL_CODES: &[&str] = &[
     FIELD_ACCESS,
     INDEXING,
     NO_VARIANT,
+    STRUCT_HOLDS_ITSELF,
     ALIAS_CYCLE,
     EXTERN_CONTEXT,
     UNKNOWN_IMPORT,
@@ -190,6 +193,7 @@ pub const ALL_CODES: &[&str] = &[
     DUPLICATE_INJECTION,
     ONE_ARM_SELECT,
     UNREACHABLE,
+    DROPPED_IF_VALUE,
 ];
 
 pub fn unresolved_name<'db>(
@@ -446,6 +450,19 @@ pub fn context_misuse<'db>(base: Item<'db>, span: Span, what: &str) -> HirDiagno
     .with_help(
         "a context can be passed to functions, kept in a `let`, and created with `Context::new()`",
     )
+}
+
+pub fn struct_holds_itself<'db>(base: Item<'db>, span: Span, name: &str) -> HirDiagnostic<'db> {
+    error(
+        base,
+        STRUCT_HOLDS_ITSELF,
+        span,
+        format!("`{name}` holds a `{name}` in itself"),
+        "no value of it could ever be made",
+    )
+    .with_help(format!(
+        "make it `Option<{name}>` (it may be `None`) or `List<{name}>` (it may be empty)"
+    ))
 }
 
 pub fn two_contexts<'db>(base: Item<'db>, span: Span, first: Span) -> HirDiagnostic<'db> {
@@ -768,6 +785,17 @@ pub fn one_arm_select<'db>(base: Item<'db>, span: Span) -> HirDiagnostic<'db> {
         "nothing to choose",
     )
     .with_help("call the function directly; its `_` arguments are still filled by the model")
+}
+
+pub fn dropped_if_value<'db>(base: Item<'db>, span: Span, ty: &str) -> HirDiagnostic<'db> {
+    warning(
+        base,
+        DROPPED_IF_VALUE,
+        span,
+        format!("this `{ty}` is dropped: an `if` without `else` has no value"),
+        "goes nowhere",
+    )
+    .with_help("add an `else` with a value of the same type, or `return` it")
 }
 
 pub fn unreachable<'db>(base: Item<'db>, span: Span, cause: Span) -> HirDiagnostic<'db> {

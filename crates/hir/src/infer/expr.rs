@@ -196,6 +196,15 @@ impl<'a, 'db> Checker<'a, 'db> {
                     all_diverge &= matches!(self.shallow(&t), Ty::Never);
                     if else_block.is_some() {
                         self.join_branch(&mut result, t, &branch.body);
+                    } else if !matches!(
+                        self.shallow(&t),
+                        Ty::Unit | Ty::Never | Ty::Var(_) | Ty::Error
+                    ) && let Some(last) = branch.body.stmts.last()
+                    {
+                        // Without `else` the `if` is `()`: the block's value goes nowhere.
+                        let shown = self.display(&t);
+                        self.diagnostics
+                            .push(diag::dropped_if_value(self.item, last.span, &shown));
                     }
                 }
                 match else_block {
