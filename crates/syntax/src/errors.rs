@@ -380,6 +380,40 @@ fn is_keyword(word: &str) -> bool {
     )
 }
 
+/// A character people paste for one of sap's: its Unicode name and what to write
+/// instead (`None`: an invisible character, to delete).
+fn lookalike(c: char) -> Option<(&'static str, Option<&'static str>)> {
+    Some(match c {
+        '\u{2212}' => ("MINUS SIGN", Some("-")),
+        '\u{2013}' => ("EN DASH", Some("-")),
+        '\u{2014}' => ("EM DASH", Some("-")),
+        '\u{00D7}' => ("MULTIPLICATION SIGN", Some("*")),
+        '\u{00F7}' => ("DIVISION SIGN", Some("/")),
+        '\u{2260}' => ("NOT EQUAL TO", Some("!=")),
+        '\u{2264}' => ("LESS-THAN OR EQUAL TO", Some("<=")),
+        '\u{2265}' => ("GREATER-THAN OR EQUAL TO", Some(">=")),
+        '\u{2192}' => ("RIGHTWARDS ARROW", Some("->")),
+        '\u{21D2}' => ("RIGHTWARDS DOUBLE ARROW", Some("=>")),
+        '\u{201C}' => ("LEFT DOUBLE QUOTATION MARK", Some("\"")),
+        '\u{201D}' => ("RIGHT DOUBLE QUOTATION MARK", Some("\"")),
+        '\u{2018}' => ("LEFT SINGLE QUOTATION MARK", Some("\"")),
+        '\u{2019}' => ("RIGHT SINGLE QUOTATION MARK", Some("\"")),
+        '\u{FF08}' => ("FULLWIDTH LEFT PARENTHESIS", Some("(")),
+        '\u{FF09}' => ("FULLWIDTH RIGHT PARENTHESIS", Some(")")),
+        '\u{FF0C}' => ("FULLWIDTH COMMA", Some(",")),
+        '\u{FF1A}' => ("FULLWIDTH COLON", Some(":")),
+        '\u{FF1B}' => ("FULLWIDTH SEMICOLON", Some(";")),
+        '\u{FF1D}' => ("FULLWIDTH EQUALS SIGN", Some("=")),
+        '\u{00A0}' => ("NO-BREAK SPACE", None),
+        '\u{200B}' => ("ZERO WIDTH SPACE", None),
+        '\u{200C}' => ("ZERO WIDTH NON-JOINER", None),
+        '\u{200D}' => ("ZERO WIDTH JOINER", None),
+        '\u{2060}' => ("WORD JOINER", None),
+        '\u{FEFF}' => ("ZERO WIDTH NO-BREAK SPACE", None),
+        _ => return None,
+    })
+}
+
 /// A short description of the source at `at`: "`foo`", "a string", "the end of the file".
 pub fn found(src: &str, at: usize) -> (String, Span) {
     let rest = &src[at.min(src.len())..];
@@ -497,6 +531,31 @@ pub(crate) fn syntax_error(
         return Diagnostic::error("E0001", doc, format!("expected an item after this doc comment, found {found_text}"))
             .with_label("this doc comment documents nothing")
             .with_help("doc comments must stand right before the item, parameter, field or variant they describe");
+    }
+
+    // A character that looks like one of sap's (pasted from a document or a chat), or
+    // one that cannot be seen at all.
+    if let Some(c) = src[at.min(src.len())..].chars().next()
+        && let Some((name, instead)) = lookalike(c)
+    {
+        let span = Span::new(at, at + c.len_utf8());
+        let code = format!("U+{:04X}", c as u32);
+        return match instead {
+            Some(instead) => Diagnostic::error(
+                "E0001",
+                span,
+                format!("`{c}` ({code} {name}) is not `{instead}`"),
+            )
+            .with_label("a lookalike character")
+            .with_help(format!("write `{instead}`")),
+            None => Diagnostic::error(
+                "E0001",
+                span,
+                format!("an invisible character ({code} {name})"),
+            )
+            .with_label("an invisible character here")
+            .with_help("delete it"),
+        };
     }
 
     // `1abc`: a number with letters glued on.
