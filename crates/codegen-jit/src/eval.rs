@@ -159,14 +159,22 @@ impl<'h> Evaluator<'h> {
             let next = match &b.term {
                 Terminator::Return(v) => return Ok(values[*v as usize].clone()),
                 Terminator::Jump(t) => *t as usize,
-                Terminator::Loop(t) => {
+                Terminator::Loop(t, span) => {
                     // One more loop iteration.
                     let n = self.iterations.fetch_add(1, Ordering::Relaxed) + 1;
                     if n > self.host.limits.max_loop_iterations {
-                        return Err(in_this_function(format!(
-                            "more than {} loop iterations",
-                            self.host.limits.max_loop_iterations
-                        )));
+                        let mut e = err(
+                            format!(
+                                "more than {} loop iterations",
+                                self.host.limits.max_loop_iterations
+                            ),
+                            Some(*span),
+                        );
+                        e.stack.push(StackFrame {
+                            function: f.name.clone(),
+                            span: Some(*span),
+                        });
+                        return Err(e);
                     }
                     *t as usize
                 }

@@ -446,7 +446,7 @@ impl Terminator {
             Terminator::Branch(v, _, _) | Terminator::Switch(v, _) | Terminator::Return(v) => {
                 Some(*v)
             }
-            Terminator::Jump(_) | Terminator::Loop(_) | Terminator::Unreachable => None,
+            Terminator::Jump(_) | Terminator::Loop(..) | Terminator::Unreachable => None,
         }
     }
 }
@@ -458,7 +458,8 @@ pub enum Terminator {
     Jump(BlockId),
     /// Back to a loop's head for its next iteration: a jump that counts against the
     /// loop-iteration budget. Every cycle of the graph passes through one.
-    Loop(BlockId),
+    /// With the loop's span: where its iteration budget stops it.
+    Loop(BlockId, SrcSpan),
     Branch(ValueId, BlockId, BlockId),
     /// Jump to `targets[value]` (a `select`'s chosen arm).
     Switch(ValueId, Vec<BlockId>),

@@ -218,7 +218,7 @@ fn function(out: &mut String, m: &Module, index: usize, f: &Function) {
         let term = match &block.term {
             Terminator::Unreachable => "unreachable".to_owned(),
             Terminator::Jump(b) => format!("jump b{b}"),
-            Terminator::Loop(b) => format!("loop b{b}"),
+            Terminator::Loop(b, _) => format!("loop b{b}"),
             Terminator::Branch(c, t, e) => format!("branch v{c}, b{t}, b{e}"),
             Terminator::Switch(v, targets) => {
                 let names: Vec<String> = targets.iter().map(|t| format!("b{t}")).collect();

@@ -343,7 +343,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         let has_loops = f
             .blocks
             .iter()
-            .any(|b| matches!(b.term, Terminator::Loop(_)));
+            .any(|b| matches!(b.term, Terminator::Loop(..)));
         if has_loops {
             self.iterations = Some(self.b.declare_var(I64));
             self.reload_iterations();
@@ -399,14 +399,14 @@ impl<'a, 'b> FnCg<'a, 'b> {
                     let ok = self.iconst(0);
                     self.b.ins().return_(&[result, ok]);
                 }
-                Terminator::Jump(t) | Terminator::Loop(t) => {
+                Terminator::Jump(t) | Terminator::Loop(t, _) => {
                     self.release_temps(&temps);
-                    if matches!(block.term, Terminator::Loop(_)) {
+                    if let Terminator::Loop(_, span) = block.term {
                         // Count the iteration against the budget: one fewer left.
                         let var = self.iterations.expect("a function with loops");
                         let left = self.b.use_var(var);
                         let none = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
-                        self.fail_if(none, FailKind::Iterations, Some(f.span), left, left);
+                        self.fail_if(none, FailKind::Iterations, Some(span), left, left);
                         let fewer = self.b.ins().iadd_imm_s(left, -1);
                         self.b.def_var(var, fewer);
                     }

@@ -143,7 +143,7 @@ fn inlinable(g: &Function) -> bool {
         && size <= MAX_CALLEE_INSTS
         && g.locals.iter().all(|l| !l.ty.is_heap())
         && g.blocks.iter().all(|b| {
-            !matches!(b.term, Terminator::Loop(_))
+            !matches!(b.term, Terminator::Loop(..))
                 && b.insts.iter().all(|i| {
                     i.dest.as_ref().is_none_or(|(_, t)| !t.is_heap())
                         && matches!(
@@ -199,7 +199,7 @@ impl Guard {
             }
             match &block.term {
                 Terminator::Return(_) => returns = true,
-                Terminator::Jump(t) | Terminator::Loop(t) => work.push(*t as usize),
+                Terminator::Jump(t) | Terminator::Loop(t, _) => work.push(*t as usize),
                 Terminator::Branch(_, t, e) => work.extend([*t as usize, *e as usize]),
                 Terminator::Switch(_, targets) => work.extend(targets.iter().map(|t| *t as usize)),
                 Terminator::Unreachable => {}
@@ -313,7 +313,7 @@ fn splice(
                 Terminator::Jump(continuation)
             }
             Terminator::Jump(t) => Terminator::Jump(target(t)),
-            Terminator::Loop(t) => Terminator::Loop(target(t)),
+            Terminator::Loop(t, span) => Terminator::Loop(target(t), *span),
             Terminator::Branch(c, t, e) => Terminator::Branch(c + value_base, target(t), target(e)),
             Terminator::Switch(v, targets) => {
                 Terminator::Switch(v + value_base, targets.iter().map(target).collect())

@@ -207,7 +207,7 @@ fn predecessors(f: &Function) -> Vec<Vec<usize>> {
 
 fn successors(term: &Terminator) -> Vec<u32> {
     match term {
-        Terminator::Jump(t) | Terminator::Loop(t) => vec![*t],
+        Terminator::Jump(t) | Terminator::Loop(t, _) => vec![*t],
         Terminator::Branch(_, a, b) => vec![*a, *b],
         Terminator::Switch(_, ts) => ts.clone(),
         Terminator::Return(_) | Terminator::Unreachable => Vec::new(),

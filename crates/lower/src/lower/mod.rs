@@ -317,6 +317,8 @@ struct LoopTarget {
     /// iteration, rather than to a step block that does (a `for`).
     continue_iterates: bool,
     break_to: BlockId,
+    /// The loop's span, for its iteration budget's error.
+    span: SrcSpan,
     /// The context slot and the frame to restore when the iteration ends.
     saved_context: Option<(LocalId, LocalId)>,
 }

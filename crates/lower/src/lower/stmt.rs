@@ -141,13 +141,16 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let saved = target.saved_context;
                 let term = match stmt.kind {
                     StmtKind::Break => Terminator::Jump(target.break_to),
-                    _ if target.continue_iterates => Terminator::Loop(target.continue_to),
+                    _ if target.continue_iterates => {
+                        Terminator::Loop(target.continue_to, target.span)
+                    }
                     _ => Terminator::Jump(target.continue_to),
                 };
                 self.restore_context(saved);
                 self.terminate(term);
             }
             StmtKind::While { cond, body } => {
+                let span = self.src(stmt.span);
                 let before = self.block;
                 let head = self.new_block();
                 let body_block = self.new_block();
@@ -181,15 +184,17 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     continue_to: head,
                     continue_iterates: true,
                     break_to: exit,
+                    span,
                     saved_context: saved,
                 });
                 self.lower_block(body);
                 self.loops.pop();
                 self.restore_context(saved);
-                self.terminate(Terminator::Loop(head));
+                self.terminate(Terminator::Loop(head, span));
                 self.switch_to(exit);
             }
             StmtKind::For { var, iter, body } => {
+                let span = self.src(stmt.span);
                 let list_ty = self.type_of(iter);
                 let elem_ty = match &list_ty {
                     Type::List(e) => (**e).clone(),
@@ -231,6 +236,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                     continue_to: step,
                     continue_iterates: false,
                     break_to: exit,
+                    span,
                     saved_context: saved,
                 });
                 self.lower_block(body);
@@ -242,7 +248,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 let one = self.emit(Op::Const(Const::Int(1)), Type::I64, None);
                 let next = self.emit(Op::Binary(BinOp::Add, Type::I64, i, one), Type::I64, None);
                 self.emit_void(Op::Store(index, next), None);
-                self.terminate(Terminator::Loop(head));
+                self.terminate(Terminator::Loop(head, span));
                 self.switch_to(exit);
                 self.emit_void(Op::Release(list), None);
             }
