@@ -131,6 +131,17 @@ impl<'db> Resolver<'db> {
         self.modules.contains_key(name)
     }
 
+    /// The value of module `module` named most like `name`.
+    pub fn similar_in_module(&self, module: &str, name: &str) -> Option<String> {
+        let scope = self.module(module)?;
+        closest(name, scope.values.keys().map(String::as_str))
+    }
+
+    /// The module named most like `name`.
+    pub fn similar_module(&self, name: &str) -> Option<String> {
+        closest(name, self.modules.keys().map(String::as_str))
+    }
+
     pub fn similar_type_names(&self, name: &str) -> Option<String> {
         let builtin = [
             "i32", "i64", "f64", "Boolean", "String", "Json", "Tool", "Context", "List", "Option",

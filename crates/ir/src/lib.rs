@@ -340,11 +340,16 @@ impl Module {
     /// functions passed as tools (the `aot` executor calls them). In a module without
     /// `main`, every function.
     pub fn reachable(&self) -> Vec<bool> {
+        match self.main {
+            Some(main) => self.reachable_from(&[main]),
+            None => vec![true; self.functions.len()],
+        }
+    }
+
+    /// The functions `roots` can reach (see [`Module::reachable`]).
+    pub fn reachable_from(&self, roots: &[FuncId]) -> Vec<bool> {
         let mut seen = vec![false; self.functions.len()];
-        let mut todo: Vec<FuncId> = match self.main {
-            Some(main) => vec![main],
-            None => (0..self.functions.len() as FuncId).collect(),
-        };
+        let mut todo: Vec<FuncId> = roots.to_vec();
         while let Some(f) = todo.pop() {
             let Some(slot) = seen.get_mut(f as usize) else {
                 continue;
@@ -374,11 +379,15 @@ impl Module {
     /// Whether running `main` can reach an LLM call site ([`Module::reachable`]): the
     /// prelude's model-calling functions do not count unless the program uses them.
     pub fn calls_model(&self) -> bool {
-        let reachable = self.reachable();
+        self.reaches_model(&self.reachable())
+    }
+
+    /// Whether a function marked in `reachable` has an LLM call site.
+    pub fn reaches_model(&self, reachable: &[bool]) -> bool {
         self.functions
             .iter()
             .zip(reachable)
-            .filter(|(_, r)| *r)
+            .filter(|(_, r)| **r)
             .flat_map(|(f, _)| f.blocks.iter().flat_map(|b| &b.insts))
             .any(|inst| {
                 matches!(

@@ -11,13 +11,16 @@
 mod convert;
 pub mod ide;
 mod server;
+mod transport;
 
 pub use convert::{Encoding, Text};
 pub use server::{capabilities, run};
 
-/// Serves over standard input and output until the client says `exit`.
-pub fn run_stdio() -> Result<(), String> {
-    let (connection, io_threads) = lsp_server::Connection::stdio();
-    run(connection)?;
-    io_threads.join().map_err(|e| e.to_string())
+/// Serves over standard input and output until the client says `exit` or its input
+/// ends; whether it asked for `shutdown` first.
+pub fn run_stdio() -> Result<bool, String> {
+    let (connection, threads) = transport::stdio();
+    let shut_down = run(connection)?;
+    threads.join()?;
+    Ok(shut_down)
 }

@@ -137,7 +137,8 @@ impl Server {
         }
     }
 
-    pub fn main_loop(&mut self, receiver: &Receiver<Message>) {
+    /// Serves until `exit` or the end of the input; whether `shutdown` came first.
+    pub fn main_loop(&mut self, receiver: &Receiver<Message>) -> bool {
         loop {
             let wait = self
                 .due
@@ -159,12 +160,12 @@ impl Server {
                     }
                     Ok(Message::Notification(n)) => {
                         if n.method == "exit" {
-                            return;
+                            return self.shutting_down;
                         }
                         self.handle_notification(n);
                     }
                     Ok(Message::Response(_)) => {}
-                    Err(_) => return,
+                    Err(_) => return self.shutting_down,
                 },
                 recv(results) -> result => {
                     if let Ok(result) = result {
@@ -228,6 +229,7 @@ impl Server {
                     },
                 );
                 self.due.insert(uri, Instant::now());
+                self.recheck_others();
             }
             "textDocument/didChange" => {
                 let encoding = self.encoding;
@@ -273,6 +275,7 @@ impl Server {
                 // Cancels workers still checking the old text.
                 self.db.set_text(file, text);
                 self.due.insert(uri, Instant::now() + DEBOUNCE);
+                self.recheck_others();
             }
             "textDocument/didClose" => {
                 if let Some(doc) = self.documents.remove(&uri) {
@@ -291,6 +294,15 @@ impl Server {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Schedules a check of every open document: an edit to one file can make errors
+    /// appear or go in the files that use it.
+    fn recheck_others(&mut self) {
+        let at = Instant::now() + DEBOUNCE;
+        for uri in self.documents.keys() {
+            self.due.entry(uri.clone()).or_insert(at);
         }
     }
 
@@ -588,6 +600,7 @@ impl Server {
                 .arg(&path)
                 .arg("--filter")
                 .arg(&name)
+                .arg("--exact")
                 .env("NO_COLOR", "1")
                 .output();
             let (passed, report) = match output {
@@ -662,10 +675,29 @@ pub fn capabilities(encoding: Encoding) -> JsonValue {
     })
 }
 
-/// Runs the server on a connection until `exit`.
-pub fn run(connection: Connection) -> Result<(), String> {
-    let (id, params): (RequestId, JsonValue) =
-        connection.initialize_start().map_err(|e| e.to_string())?;
+/// Runs the server on a connection until `exit` or the end of its input; whether the
+/// client asked for `shutdown` first (LSP: the process then exits with 0, else 1).
+pub fn run(connection: Connection) -> Result<bool, String> {
+    // Before `initialize`: a request is refused as the protocol says, `exit` exits.
+    let (id, params): (RequestId, JsonValue) = loop {
+        match connection.receiver.recv() {
+            Ok(Message::Request(r)) if r.method == "initialize" => break (r.id, r.params),
+            Ok(Message::Request(r)) => {
+                let refused = Response::new_err(
+                    r.id,
+                    ErrorCode::ServerNotInitialized as i32,
+                    format!("`{}` before `initialize`", r.method),
+                );
+                connection
+                    .sender
+                    .send(refused.into())
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(Message::Notification(n)) if n.method == "exit" => return Ok(false),
+            Ok(_) => {}
+            Err(_) => return Ok(false),
+        }
+    };
     let offered: Vec<&str> = params
         .pointer("/capabilities/general/positionEncodings")
         .and_then(JsonValue::as_array)
@@ -698,10 +730,12 @@ pub fn run(connection: Connection) -> Result<(), String> {
         "capabilities": capabilities(encoding),
         "serverInfo": { "name": "sapc lsp", "version": env!("CARGO_PKG_VERSION") },
     });
+    // The answer; what comes next (`initialized`, or a request sent before it) is the
+    // main loop's.
     connection
-        .initialize_finish(id, result)
+        .sender
+        .send(Response::new_ok(id, result).into())
         .map_err(|e| e.to_string())?;
     let mut server = Server::new(connection.sender.clone(), encoding, &roots);
-    server.main_loop(&connection.receiver);
-    Ok(())
+    Ok(server.main_loop(&connection.receiver))
 }

@@ -126,8 +126,10 @@ fn main() -> ExitCode {
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
         Command::Trace { command } => ExitCode::from(trace::run(command)),
         Command::Journal { command } => ExitCode::from(journal::run(command)),
+        // LSP: 0 after `shutdown` then `exit`, 1 when the client left without `shutdown`.
         Command::Lsp => match lsp::run_stdio() {
-            Ok(()) => ExitCode::from(exit::OK),
+            Ok(true) => ExitCode::from(exit::OK),
+            Ok(false) => ExitCode::from(1),
             Err(e) => {
                 eprintln!("error: the language server stopped: {e}");
                 ExitCode::from(exit::USAGE)

@@ -67,7 +67,13 @@ fn serve_inner(args: &RunArgs) -> Result<u8, String> {
             args.file.display()
         ));
     }
-    let calls_model = module.calls_model();
+    // What is served is what the exports reach, whatever `main` does: every function is
+    // compiled, and a provider is needed only when an export can call the model.
+    let calls_model = module.reaches_model(&module.reachable_from(&module.exports));
+    let module = Arc::new(ir::Module {
+        main: None,
+        ..(*module).clone()
+    });
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

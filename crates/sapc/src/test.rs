@@ -27,6 +27,9 @@ pub struct TestArgs {
     /// Only the tests whose name contains TEXT.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
+    /// With `--filter`: only the test named exactly TEXT.
+    #[arg(long, requires = "filter")]
+    pub exact: bool,
     /// Answer the model calls no `given` scripts from this provider (`openai`,
     /// `anthropic`, …; as for `sapc run`).
     #[arg(long, conflicts_with = "replay")]
@@ -134,9 +137,13 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
             .tests
             .iter()
             .filter(|t| {
-                args.filter
-                    .as_ref()
-                    .is_none_or(|f| t.name.contains(f.as_str()))
+                args.filter.as_ref().is_none_or(|f| {
+                    if args.exact {
+                        t.name == *f
+                    } else {
+                        t.name.contains(f.as_str())
+                    }
+                })
             })
             .collect();
         if selected.is_empty() {

@@ -533,3 +533,99 @@ test \"a wrong script\" {
     client.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+impl Client {
+    /// Writes raw bytes, framing and all.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The exit status, within ten seconds.
+    fn exit_status(mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        panic!("the server did not exit");
+    }
+}
+
+#[test]
+fn a_message_that_is_not_json_is_answered_and_the_server_goes_on() {
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.send_raw(b"Content-Length: 9\r\n\r\n{not json");
+    let reply = client.wait_for(|m| m.get("error").is_some());
+    assert_eq!(reply["error"]["code"], -32700);
+    assert!(reply["id"].is_null(), "{reply}");
+    client.send_raw(b"Content-Length: 2\r\n\r\n42");
+    let reply = client.wait_for(|m| m.get("error").is_some());
+    assert_eq!(reply["error"]["code"], -32600);
+    // Still serving.
+    let response = client.request_raw("workspace/frobnicate", json!({}));
+    assert_eq!(response["error"]["code"], -32601);
+    client.stop();
+}
+
+#[test]
+fn leaving_without_shutdown_exits_with_1_and_a_runaway_length_ends_the_server() {
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.notify("exit", Value::Null);
+    assert_eq!(client.exit_status(), Some(1));
+
+    // A length of 100 GB: refused at once, not read (nor allocated).
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.send_raw(b"Content-Length: 99999999999\r\n\r\n{\"jsonrpc\"");
+    assert_eq!(client.exit_status(), Some(1));
+}
+
+#[test]
+fn exit_before_initialize_just_exits() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "textDocument/hover", "params": {} })
+        .to_string();
+    write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let body = json!({ "jsonrpc": "2.0", "method": "exit" }).to_string();
+    write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    stdin.flush().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let refused = read_message(&mut reader).expect("an answer to the early request");
+    assert_eq!(refused["error"]["code"], -32002);
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}
+
+#[test]
+fn an_edit_to_one_file_rechecks_the_open_files_that_use_it() {
+    let main = "file:///tmp/sap-lsp-cross/main.sap";
+    let helpers = "file:///tmp/sap-lsp-cross/helpers.sap";
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(helpers, "fn greet() -> String { \"hi\" }\n");
+    assert_eq!(client.diagnostics(helpers, 1), Vec::<Value>::new());
+    client.open(
+        main,
+        "use helpers\n\nfn main() {\n    print(helpers::greet())\n}\n",
+    );
+    assert_eq!(client.diagnostics(main, 1), Vec::<Value>::new());
+    client.notify(
+        "textDocument/didChange",
+        json!({
+            "textDocument": { "uri": helpers, "version": 2 },
+            "contentChanges": [{ "text": "fn greet2() -> String { \"hi\" }\n" }],
+        }),
+    );
+    let diagnostics = client.diagnostics(main, 1);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!(diagnostics[0]["range"]["start"]["line"], 3);
+    client.stop();
+}

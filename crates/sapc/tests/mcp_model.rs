@@ -66,6 +66,11 @@ export fn divide(a: i64, b: i64) -> i64 {
 fn not_offered() -> i64 {
     1
 }
+
+// A `main` that calls none of the exports: they are served all the same.
+fn main() -> () {
+    print(to_string(not_offered()))
+}
 "#,
     );
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/py_client.py");

@@ -128,6 +128,17 @@ fn failures_show_their_values_at_their_source() {
         stdout(&o)
     );
 
+    // `--exact` runs only the test of that name, not those whose names contain it.
+    let o = sapc(&["test", f, "--filter", "double", "--exact"]);
+    assert!(!stdout(&o).contains("double doubles"), "{}", stdout(&o));
+    let o = sapc(&["test", f, "--filter", "double doubles", "--exact"]);
+    ok(&o);
+    assert!(
+        stdout(&o).trim_end().ends_with("1 passed, 0 failed"),
+        "{}",
+        stdout(&o)
+    );
+
     // `sapc run` leaves the tests out.
     let o = sapc(&["run", f]);
     ok(&o);

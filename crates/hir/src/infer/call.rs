@@ -96,7 +96,19 @@ impl<'a, 'db> Checker<'a, 'db> {
             if self.resolver.is_broken(&text) {
                 return Ty::Error;
             }
-            if self.resolver.lookup_type_path(path).is_some() || path.segments.len() == 2 {
+            if let [module, name] = path.segments.as_slice()
+                && self.resolver.lookup_type_path(path).is_none()
+            {
+                // `m::f` naming nothing: say which part is missing.
+                let d = if self.resolver.is_module(&module.name) {
+                    let similar = self.resolver.similar_in_module(&module.name, &name.name);
+                    diag::unresolved_name(self.item, name.span, &text, similar)
+                } else {
+                    let similar = self.resolver.similar_module(&module.name);
+                    diag::unknown_module(self.item, module.span, &module.name, similar)
+                };
+                self.diagnostics.push(d);
+            } else if self.resolver.lookup_type_path(path).is_some() || path.segments.len() == 2 {
                 let d = diag::not_callable(self.item, callee.span, &format!("`{text}`"));
                 self.diagnostics.push(d);
             } else {
