@@ -104,7 +104,17 @@ fn serve_inner(args: &RunArgs) -> Result<u8, String> {
                     ty: host.desc(&p.ty),
                 })
                 .collect();
-            let input = arguments_schema(&params);
+            let mut input = arguments_schema(&params);
+            // An `Option` argument may be left out (it is then `None`): a client is not
+            // made to send `null` for it, as a strict model schema would be.
+            if let Some(required) = input.get_mut("required").and_then(JsonValue::as_array_mut) {
+                required.retain(|name| {
+                    !params.iter().any(|p| {
+                        Some(p.name.as_str()) == name.as_str()
+                            && matches!(p.ty, runtime::TypeDesc::Option(_))
+                    })
+                });
+            }
             let (output, wrapped) = value_schema(&host.desc(&f.ret));
             let mut tool = Tool::new(
                 f.name.clone(),
@@ -175,6 +185,25 @@ impl ServerHandler for SapServer {
                 ErrorData::invalid_params(format!("there is no tool `{}`", request.name), None)
             })?;
         let arguments = request.arguments.unwrap_or_default();
+        // The schema says `additionalProperties: false`: an argument the tool does not
+        // take is the caller's mistake, said as such rather than ignored.
+        if let Some(unknown) = arguments
+            .keys()
+            .find(|k| !export.params.iter().any(|p| &p.name == *k))
+        {
+            let takes: Vec<&str> = export.params.iter().map(|p| p.name.as_str()).collect();
+            return Ok(rmcp::model::CallToolResponse::Complete(CallToolResult::error(
+                vec![ContentBlock::text(format!(
+                    "`{}` takes no argument `{unknown}` (it takes: {})",
+                    export.tool.name,
+                    if takes.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        takes.join(", ")
+                    }
+                ))],
+            )));
+        }
         let mut values = Vec::new();
         for p in &export.params {
             let given = arguments.get(&p.name).cloned().unwrap_or(JsonValue::Null);

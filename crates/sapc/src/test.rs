@@ -117,7 +117,7 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let mut outcomes: Vec<Outcome> = Vec::new();
-    let mut broken = 0;
+    let mut broken: Vec<String> = Vec::new();
     let mut coverage = CoverageReport::default();
     for file in files {
         let text = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -128,7 +128,7 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
             Ok(suite) => suite,
             Err(_) => {
                 // The diagnostics were printed; the file's tests cannot run.
-                broken += 1;
+                broken.push(file.display().to_string());
                 continue;
             }
         };
@@ -159,8 +159,8 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
     let failed = outcomes.len() - passed;
     match args.format {
         TestFormat::Human => print_human(&outcomes),
-        TestFormat::Json => print_json(&outcomes),
-        TestFormat::Junit => print!("{}", junit(&outcomes)),
+        TestFormat::Json => print_json(&outcomes, &broken),
+        TestFormat::Junit => print!("{}", junit(&outcomes, &broken)),
     }
     if args.coverage {
         let lcov = args
@@ -179,10 +179,11 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
     }
     let summary = format!(
         "{passed} passed, {failed} failed{}",
-        if broken > 0 {
+        if !broken.is_empty() {
             format!(
-                "; {broken} file{} did not check",
-                if broken == 1 { "" } else { "s" }
+                "; {} file{} did not check",
+                broken.len(),
+                if broken.len() == 1 { "" } else { "s" }
             )
         } else {
             String::new()
@@ -192,7 +193,7 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
         TestFormat::Human => println!("{summary}"),
         _ => eprintln!("{summary}"),
     }
-    Ok(if failed > 0 || broken > 0 {
+    Ok(if failed > 0 || !broken.is_empty() {
         exit::ERRORS
     } else {
         exit::OK
@@ -364,7 +365,9 @@ fn print_human(outcomes: &[Outcome]) {
     }
 }
 
-fn print_json(outcomes: &[Outcome]) {
+/// A line per test, a line per file whose tests could not run because it did not check
+/// (its diagnostics are on standard error), then the counts.
+fn print_json(outcomes: &[Outcome], broken: &[String]) {
     for o in outcomes {
         let mut line = serde_json::json!({
             "file": o.file,
@@ -380,10 +383,22 @@ fn print_json(outcomes: &[Outcome]) {
         }
         println!("{line}");
     }
+    for file in broken {
+        let line = serde_json::json!({
+            "file": file,
+            "status": "did_not_check",
+            "message": "the file has errors (on standard error): its tests did not run",
+        });
+        println!("{line}");
+    }
     let passed = outcomes.iter().filter(|o| o.failure.is_none()).count();
     println!(
         "{}",
-        serde_json::json!({ "passed": passed, "failed": outcomes.len() - passed })
+        serde_json::json!({
+            "passed": passed,
+            "failed": outcomes.len() - passed,
+            "did_not_check": broken.len(),
+        })
     );
 }
 
@@ -395,7 +410,7 @@ fn xml(text: &str) -> String {
 }
 
 /// A JUnit XML report: one `<testsuite>` per file.
-fn junit(outcomes: &[Outcome]) -> String {
+fn junit(outcomes: &[Outcome], broken: &[String]) -> String {
     let mut by_file: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
     for o in outcomes {
         by_file.entry(&o.file).or_default().push(o);
@@ -403,8 +418,9 @@ fn junit(outcomes: &[Outcome]) -> String {
     let failed = outcomes.iter().filter(|o| o.failure.is_some()).count();
     let total: f64 = outcomes.iter().map(|o| o.duration.as_secs_f64()).sum();
     let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"sapc test\" tests=\"{}\" failures=\"{failed}\" time=\"{total:.3}\">\n",
-        outcomes.len()
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"sapc test\" tests=\"{}\" failures=\"{failed}\" errors=\"{}\" time=\"{total:.3}\">\n",
+        outcomes.len() + broken.len(),
+        broken.len()
     );
     for (file, tests) in by_file {
         let failed = tests.iter().filter(|o| o.failure.is_some()).count();
@@ -434,6 +450,13 @@ fn junit(outcomes: &[Outcome]) -> String {
             }
         }
         out.push_str("  </testsuite>\n");
+    }
+    // A file that did not check is a suite with one error: its tests did not run.
+    for file in broken {
+        out.push_str(&format!(
+            "  <testsuite name=\"{0}\" tests=\"1\" failures=\"0\" errors=\"1\">\n    <testcase classname=\"{0}\" name=\"(check)\">\n      <error message=\"the file has errors: its tests did not run\"/>\n    </testcase>\n  </testsuite>\n",
+            xml(file)
+        ));
     }
     out.push_str("</testsuites>\n");
     out

@@ -59,7 +59,7 @@ export fn count_words(
 }
 
 /// Divides two integers.
-export fn divide(a: i64, b: i64) -> i64 {
+export fn divide(a: i64, b: i64, note: Option<String>) -> i64 {
     a / b
 }
 
@@ -83,6 +83,7 @@ fn main() -> () {
         .args(["divide", r#"{"a": 7, "b": 2}"#])
         .args(["divide", r#"{"a": 1, "b": 0}"#])
         .args(["divide", r#"{"a": "x", "b": 0}"#])
+        .args(["divide", r#"{"a": 1, "b": 1, "c": 2}"#])
         .output()
         .unwrap();
     ok(&out);
@@ -106,6 +107,11 @@ fn main() -> () {
         got["tools"][0]["output"]["required"],
         serde_json::json!(["words", "longest"])
     );
+    // An `Option` argument may be left out.
+    assert_eq!(
+        got["tools"][1]["input"]["required"],
+        serde_json::json!(["a", "b"])
+    );
     let calls = &got["calls"];
     assert_eq!(
         calls[0]["structured"],
@@ -126,6 +132,15 @@ fn main() -> () {
             .as_str()
             .unwrap()
             .contains("argument `a` of `divide`")
+    );
+    assert_eq!(calls[4]["isError"], true);
+    assert!(
+        calls[4]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`divide` takes no argument `c` (it takes: a, b, note)"),
+        "{}",
+        calls[4]
     );
 }
 

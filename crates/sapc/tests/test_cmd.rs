@@ -165,7 +165,10 @@ fn json_and_junit_reports() {
         failed["location"]["line"],
         line_of(CALC, "assert double(3) == 7")
     );
-    assert_eq!(lines[5], serde_json::json!({ "passed": 3, "failed": 2 }));
+    assert_eq!(
+        lines[5],
+        serde_json::json!({ "passed": 3, "failed": 2, "did_not_check": 0 })
+    );
 
     let o = sapc(&["test", f, "--format", "junit"]);
     let xml = stdout(&o);
@@ -240,6 +243,22 @@ test "a wrong kind of answer is a compile error" {
     assert!(stderr(&o).contains("E0103"), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("0 passed, 0 failed; 1 file did not check"),
+        "{}",
+        stdout(&o)
+    );
+    // Machine formats say so too, not only "0 failed".
+    let o = sapc(&["test", file.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["status"], "did_not_check");
+    assert!(lines[0]["file"].as_str().unwrap().ends_with("test_typed.sap"));
+    assert_eq!(lines[1]["did_not_check"], 1);
+    let o = sapc(&["test", file.to_str().unwrap(), "--format", "junit"]);
+    assert!(
+        stdout(&o).contains("errors=\"1\"") && stdout(&o).contains("<error message="),
         "{}",
         stdout(&o)
     );
