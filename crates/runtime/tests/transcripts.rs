@@ -101,6 +101,42 @@ async fn a_request_missing_from_the_transcript_fails_clearly() {
 }
 
 #[tokio::test]
+async fn a_replayed_answer_that_does_not_fit_is_named_when_its_re_ask_is_not_recorded() {
+    let server = MockServer::start(|_, i| {
+        Reply::json(completion(if i == 0 {
+            "not json at all"
+        } else {
+            r#"{"value": 1}"#
+        }))
+    })
+    .await;
+    let transcript = SharedBuffer::default();
+    let recorder = RecordingProvider::new(openai(&server), Box::new(transcript.clone()), vec![]);
+    runtime(Arc::new(recorder))
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::I32)
+        .await
+        .unwrap();
+    // Keep the answer that did not fit, not the re-ask's.
+    let first = transcript.text().lines().next().unwrap().to_owned();
+    let replay = ReplayProvider::from_text(&first, "cut.jsonl").unwrap();
+    let err = runtime(Arc::new(replay))
+        .produce(&site("f"), &Context::new(), "f", &TypeDesc::I32)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotRecorded);
+    assert!(
+        err.message
+            .contains("cut.jsonl has no (more) answers for this request")
+            && err
+                .message
+                .contains("because the answer before did not fit"),
+        "{}",
+        err.message
+    );
+    assert_eq!(err.raw_answer.as_deref(), Some("not json at all"));
+}
+
+#[tokio::test]
 async fn a_malformed_transcript_is_a_located_error() {
     let err = ReplayProvider::from_text("{\"request\": {}}\nnot json\n", "bad.jsonl")
         .err()

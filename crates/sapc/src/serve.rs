@@ -192,8 +192,8 @@ impl ServerHandler for SapServer {
             .find(|k| !export.params.iter().any(|p| &p.name == *k))
         {
             let takes: Vec<&str> = export.params.iter().map(|p| p.name.as_str()).collect();
-            return Ok(rmcp::model::CallToolResponse::Complete(CallToolResult::error(
-                vec![ContentBlock::text(format!(
+            return Ok(rmcp::model::CallToolResponse::Complete(
+                CallToolResult::error(vec![ContentBlock::text(format!(
                     "`{}` takes no argument `{unknown}` (it takes: {})",
                     export.tool.name,
                     if takes.is_empty() {
@@ -201,8 +201,8 @@ impl ServerHandler for SapServer {
                     } else {
                         takes.join(", ")
                     }
-                ))],
-            )));
+                ))]),
+            ));
         }
         let mut values = Vec::new();
         for p in &export.params {

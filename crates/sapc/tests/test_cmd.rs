@@ -254,7 +254,12 @@ test "a wrong kind of answer is a compile error" {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines[0]["status"], "did_not_check");
-    assert!(lines[0]["file"].as_str().unwrap().ends_with("test_typed.sap"));
+    assert!(
+        lines[0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("test_typed.sap")
+    );
     assert_eq!(lines[1]["did_not_check"], 1);
     let o = sapc(&["test", file.to_str().unwrap(), "--format", "junit"]);
     assert!(

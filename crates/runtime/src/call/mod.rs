@@ -421,7 +421,19 @@ impl Runtime {
                     } else {
                         ErrorKind::Provider
                     };
-                    return Err(RuntimeError::new(kind, Some(site), e.to_string()));
+                    // A re-ask that could not be made: the answer it corrected is why.
+                    let mut error = match &last_answer {
+                        Some(_) => RuntimeError::new(
+                            kind,
+                            Some(site),
+                            format!(
+                                "{e}; it was asked again because the answer before did not fit: {reason}"
+                            ),
+                        ),
+                        None => RuntimeError::new(kind, Some(site), e.to_string()),
+                    };
+                    error.raw_answer = last_answer;
+                    return Err(error);
                 }
             };
             let budget = self
