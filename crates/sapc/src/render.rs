@@ -4,7 +4,10 @@
 use std::fmt;
 use std::io::Write;
 
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
+    SourceCode, SourceSpan, SpanContents,
+};
 use syntax::{Diagnostic, LineIndex, Severity, Span};
 
 use crate::Format;
@@ -17,7 +20,44 @@ pub struct SourceText {
     pub invalid_utf8_at: Option<usize>,
     pub lines: LineIndex,
     /// The text again, with the name, as miette wants it.
-    named: NamedSource<String>,
+    named: CharColumns,
+}
+
+/// A file's text for miette, whose `file:line:column` counts characters, as the JSON
+/// and GitHub formats and editors do (miette's own counts bytes), and not a leading
+/// byte-order mark.
+#[derive(Debug)]
+pub struct CharColumns {
+    pub name: String,
+    pub text: String,
+}
+
+impl SourceCode for CharColumns {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let inner = self.text.read_span(span, before, after)?;
+        let at = span.offset().min(self.text.len());
+        let column = match self.text.get(..at) {
+            // Without context lines the column is the span's; with them, 0.
+            Some(head) if before == 0 && inner.column() > 0 => {
+                let line = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
+                line.trim_start_matches('\u{feff}').chars().count()
+            }
+            _ => inner.column(),
+        };
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line(),
+            column,
+            inner.line_count(),
+        )))
+    }
 }
 
 impl SourceText {
@@ -32,7 +72,10 @@ impl SourceText {
             }
         };
         let lines = LineIndex::new(&text);
-        let named = NamedSource::new(&name, text.clone());
+        let named = CharColumns {
+            name: name.clone(),
+            text: text.clone(),
+        };
         SourceText {
             name,
             text,
@@ -52,10 +95,12 @@ impl SourceText {
         ]
     }
 
-    /// One-based line and column of a byte offset.
+    /// One-based line and column of a byte offset (a leading byte-order mark is not a
+    /// column).
     fn position(&self, offset: u32) -> (u32, u32) {
         let lc = self.lines.line_col(&self.text, offset);
-        (lc.line + 1, lc.col + 1)
+        let bom = lc.line == 0 && lc.col > 0 && self.text.starts_with('\u{feff}');
+        (lc.line + 1, lc.col + 1 - u32::from(bom))
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, Tokio, on_big_stack};
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceSpan};
 use runtime::journal::{self, Journal};
 use runtime::trace::TraceSink;
 use runtime::{Budgets, Runtime, RuntimeConfig, Value};
@@ -711,7 +711,7 @@ pub(crate) fn render_error(files: &[Option<(String, String)>], e: &ExecError) ->
             .filter(|s| file(s.file).is_some())
             .map(|s| (s.start as usize, (s.end - s.start) as usize)),
         help,
-        source: NamedSource::new(name, text),
+        source: crate::render::CharColumns { name, text },
     };
     let theme = if std::env::var_os("NO_COLOR").is_none()
         && std::io::IsTerminal::is_terminal(&std::io::stderr())
@@ -735,7 +735,7 @@ struct RunReport {
     message: String,
     span: Option<(usize, usize)>,
     help: String,
-    source: NamedSource<String>,
+    source: crate::render::CharColumns,
 }
 
 impl std::fmt::Display for RunReport {

@@ -211,3 +211,27 @@ fn every_example_checks_against_every_target() {
         assert_eq!(out.status.code(), Some(0), "{target}: {stderr}");
     }
 }
+
+/// `file:line:column` in the human output counts characters, as the JSON does and as
+/// editors do, after emoji and CJK and after a byte-order mark.
+#[test]
+fn human_and_json_columns_count_characters() {
+    let dir = temp_dir("columns");
+    let file = dir.join("columns.sap");
+    std::fs::write(
+        &file,
+        "\u{feff}fn f() -> i32 {\n    let _s = \"😀中文\"; let x: i32 = \"str\"\n    x\n}\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let human = sapc(&["check", file]);
+    let json = sapc(&["check", "--format", "json", file]);
+    let stdout = String::from_utf8(json.stdout).unwrap();
+    let d: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(2), Some(34))
+    );
+    let stderr = String::from_utf8_lossy(&human.stderr);
+    assert!(stderr.contains("columns.sap:2:34]"), "{stderr}");
+}
