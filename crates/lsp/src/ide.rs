@@ -160,6 +160,9 @@ pub fn hover(db: &Database, file: SourceFile, offset: u32) -> Option<HoverInfo> 
                 span: shift(p.span, base),
             });
         }
+    }
+    // A function's or a test's body.
+    if matches!(item.kind(db), ItemKind::Fn | ItemKind::Test) {
         let body = check_body(db, item);
         let type_at = |span: Span| {
             body.expr_types
@@ -255,7 +258,7 @@ pub fn definition(db: &Database, file: SourceFile, offset: u32) -> Option<Locati
     if let Some(r) = type_refs.iter().find(|r| contains(r.span, rel)) {
         return Some(item_location(r.item));
     }
-    if item.kind(db) != ItemKind::Fn {
+    if !matches!(item.kind(db), ItemKind::Fn | ItemKind::Test) {
         return None;
     }
     let body = check_body(db, item);

@@ -6,7 +6,7 @@
 //! burst of keystrokes is checked once. Results for a version that is no longer current
 //! are dropped. A request that panics answers with an error and the server goes on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -45,6 +45,8 @@ pub struct Server {
     documents: HashMap<String, Document>,
     /// Workspace files that are not open, by URI.
     on_disk: HashMap<String, SourceFile>,
+    /// The folders whose `.sap` files are in the database (see `load_folder`).
+    folders: HashSet<PathBuf>,
     /// Diagnostics due, by URI.
     due: HashMap<String, Instant>,
     results: (Sender<Published>, Receiver<Published>),
@@ -130,6 +132,7 @@ impl Server {
             encoding,
             documents: HashMap::new(),
             on_disk,
+            folders: HashSet::new(),
             due: HashMap::new(),
             results: crossbeam_channel::unbounded(),
             scratch,
@@ -209,6 +212,12 @@ impl Server {
                     .pointer("/textDocument/version")
                     .and_then(JsonValue::as_i64)
                     .unwrap_or(0) as i32;
+                // The modules beside it, as `sapc run` and `sapc check` of its folder
+                // see them, when no workspace folder brought them in.
+                if let Some(dir) = uri_to_path(&uri).and_then(|p| p.parent().map(Path::to_path_buf))
+                {
+                    self.load_folder(&dir);
+                }
                 let file = match self.on_disk.remove(&uri) {
                     Some(file) => {
                         self.db.set_text(file, text.clone());
@@ -294,6 +303,31 @@ impl Server {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Adds the `.sap` files of `dir` (not its subfolders) that the database does not
+    /// have yet, once per folder.
+    fn load_folder(&mut self, dir: &Path) {
+        if !self.folders.insert(dir.to_path_buf()) {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten().take(MAX_WORKSPACE_FILES) {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "sap") || !path.is_file() {
+                continue;
+            }
+            let uri = path_to_uri(&path);
+            if self.on_disk.contains_key(&uri) || self.documents.contains_key(&uri) {
+                continue;
+            }
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let file = self.db.add_file(path.display().to_string(), text);
+                self.on_disk.insert(uri, file);
+            }
         }
     }
 

@@ -498,6 +498,20 @@ test \"a wrong script\" {
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     assert_eq!(diagnostics[0]["code"], "E0103");
     assert_eq!(diagnostics[0]["range"]["start"]["line"], 10);
+    // Hover and definition work inside a test's body: `answer` on line 6.
+    let hover = client.at("textDocument/hover", &uri, 6, 12);
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("fn answer(ctx: Context) -> i32"),
+        "{hover}"
+    );
+    let definition = client.at("textDocument/definition", &uri, 6, 12);
+    assert_eq!(
+        definition["range"]["start"],
+        json!({ "line": 0, "character": 3 })
+    );
     // A lens over each test.
     let lenses = client.request(
         "textDocument/codeLens",
@@ -627,5 +641,24 @@ fn an_edit_to_one_file_rechecks_the_open_files_that_use_it() {
     let diagnostics = client.diagnostics(main, 1);
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     assert_eq!(diagnostics[0]["range"]["start"]["line"], 3);
+    client.stop();
+}
+
+#[test]
+fn the_modules_beside_an_opened_file_are_known_without_a_workspace_folder() {
+    let dir = test_support::Scratch::new("lsp-siblings");
+    std::fs::write(dir.join("helpers.sap"), "fn greet() -> String { \"hi\" }\n").unwrap();
+    let main = dir.join("main.sap");
+    let text = "use helpers\n\nfn main() {\n    print(helpers::greet())\n}\n";
+    std::fs::write(&main, text).unwrap();
+    let uri = format!("file://{}", main.display());
+    let mut client = Client::start(json!({ "capabilities": {} }));
+    client.open(&uri, text);
+    assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
+    let definition = client.at("textDocument/definition", &uri, 3, 20);
+    assert!(
+        definition["uri"].as_str().unwrap().ends_with("helpers.sap"),
+        "{definition}"
+    );
     client.stop();
 }

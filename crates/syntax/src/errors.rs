@@ -533,31 +533,6 @@ pub(crate) fn syntax_error(
             .with_help("doc comments must stand right before the item, parameter, field or variant they describe");
     }
 
-    // A character that looks like one of sap's (pasted from a document or a chat), or
-    // one that cannot be seen at all.
-    if let Some(c) = src[at.min(src.len())..].chars().next()
-        && let Some((name, instead)) = lookalike(c)
-    {
-        let span = Span::new(at, at + c.len_utf8());
-        let code = format!("U+{:04X}", c as u32);
-        return match instead {
-            Some(instead) => Diagnostic::error(
-                "E0001",
-                span,
-                format!("`{c}` ({code} {name}) is not `{instead}`"),
-            )
-            .with_label("a lookalike character")
-            .with_help(format!("write `{instead}`")),
-            None => Diagnostic::error(
-                "E0001",
-                span,
-                format!("an invisible character ({code} {name})"),
-            )
-            .with_label("an invisible character here")
-            .with_help("delete it"),
-        };
-    }
-
     // `1abc`: a number with letters glued on.
     if at > 0
         && src.as_bytes()[at - 1].is_ascii_digit()
@@ -584,6 +559,36 @@ pub(crate) fn syntax_error(
     } else {
         (found_span, None)
     };
+
+    // A character that looks like one of sap's (pasted from a document or a chat), or
+    // one that cannot be seen at all. At the start of a line, the error stays at the end
+    // of the line before, as every other one does.
+    if let Some(c) = src[at.min(src.len())..].chars().next()
+        && let Some((name, instead)) = lookalike(c)
+    {
+        let span = Span::new(at, at + c.len_utf8());
+        let code = format!("U+{:04X}", c as u32);
+        let (message, label, help) = match instead {
+            Some(instead) => (
+                format!("`{c}` ({code} {name}) is not `{instead}`"),
+                "a lookalike character",
+                format!("write `{instead}`"),
+            ),
+            None => (
+                format!("an invisible character ({code} {name})"),
+                "an invisible character here",
+                "delete it".to_owned(),
+            ),
+        };
+        let d = if on_new_line {
+            Diagnostic::error("E0001", primary, message)
+                .with_label("the line before ends here")
+                .with_secondary(span, label)
+        } else {
+            Diagnostic::error("E0001", span, message).with_label(label)
+        };
+        return d.with_help(help);
+    }
 
     // Closing the innermost open bracket is the most useful suggestion when it fits.
     if let Some((open, bracket)) = open_bracket(src, item_start, at) {
