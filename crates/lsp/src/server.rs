@@ -61,9 +61,10 @@ pub fn uri_to_path(uri: &str) -> Option<PathBuf> {
     let raw = rest.as_bytes();
     let mut i = 0;
     while i < raw.len() {
+        // `get`: a `%` before a multi-byte character is not an escape (and not a panic).
         if raw[i] == b'%'
-            && i + 2 < raw.len()
-            && let Ok(b) = u8::from_str_radix(&rest[i + 1..i + 3], 16)
+            && let Some(hex) = rest.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
         {
             bytes.push(b);
             i += 3;
@@ -218,7 +219,14 @@ impl Server {
                 {
                     self.load_folder(&dir);
                 }
-                let file = match self.on_disk.remove(&uri) {
+                // The file as loaded from disk, under whichever spelling of its URI.
+                let on_disk = uri_to_path(&uri).and_then(|path| {
+                    self.on_disk
+                        .keys()
+                        .find(|u| uri_to_path(u).as_deref() == Some(path.as_path()))
+                        .cloned()
+                });
+                let file = match on_disk.and_then(|u| self.on_disk.remove(&u)) {
                     Some(file) => {
                         self.db.set_text(file, text.clone());
                         file
@@ -315,13 +323,16 @@ impl Server {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
-        for entry in entries.flatten().take(MAX_WORKSPACE_FILES) {
-            let path = entry.path();
-            if path.extension().is_none_or(|e| e != "sap") || !path.is_file() {
-                continue;
-            }
+        let sap_files = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sap") && p.is_file());
+        for path in sap_files.take(MAX_WORKSPACE_FILES) {
+            // An open document may spell its URI otherwise (an editor leaves `+` or `@`
+            // unescaped): it is the same file.
             let uri = path_to_uri(&path);
-            if self.on_disk.contains_key(&uri) || self.documents.contains_key(&uri) {
+            let known = |u: &String| uri_to_path(u).as_deref() == Some(path.as_path());
+            if self.on_disk.keys().any(known) || self.documents.keys().any(known) {
                 continue;
             }
             if let Ok(text) = std::fs::read_to_string(&path) {
@@ -632,8 +643,7 @@ impl Server {
             let output = std::process::Command::new(exe)
                 .arg("test")
                 .arg(&path)
-                .arg("--filter")
-                .arg(&name)
+                .arg(format!("--filter={name}"))
                 .arg("--exact")
                 .env("NO_COLOR", "1")
                 .output();

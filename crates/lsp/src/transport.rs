@@ -23,13 +23,24 @@ const MAX_HEADER_LINE: u64 = 8 << 10;
 /// The threads behind [`stdio`]'s connection.
 pub struct Threads {
     writer: JoinHandle<io::Result<()>>,
+    /// Tells the writer to stop after what was sent before.
+    stop: Sender<Message>,
 }
 
+/// The method of the message that stops the writer: the server has exited, though a
+/// thread of its (a test run from a code lens) may still hold a sender.
+const STOP: &str = "$/sap/stopWriting";
+
 impl Threads {
-    /// Waits until everything the server sent is written (after the connection is
-    /// dropped). The reader is not waited for: it may be blocked on input that never
-    /// comes.
+    /// Writes everything the server sent, then stops. The reader is not waited for: it
+    /// may be blocked on input that never comes.
     pub fn join(self) -> Result<(), String> {
+        let _ = self
+            .stop
+            .send(Message::Notification(lsp_server::Notification::new(
+                STOP.to_owned(),
+                JsonValue::Null,
+            )));
         match self.writer.join() {
             Ok(result) => result.map_err(|e| e.to_string()),
             Err(_) => Err("the output thread panicked".to_owned()),
@@ -57,10 +68,16 @@ pub fn stdio() -> (Connection, Threads) {
         .spawn(move || write_messages(&mut io::stdout().lock(), &from_server, &error_replies))
         .expect("start the writer thread");
     let connection = Connection {
-        sender: to_client,
+        sender: to_client.clone(),
         receiver: from_client,
     };
-    (connection, Threads { writer })
+    (
+        connection,
+        Threads {
+            writer,
+            stop: to_client,
+        },
+    )
 }
 
 /// Forwards each message read to the server, until the input ends or says `exit`.
@@ -78,13 +95,22 @@ pub fn read_messages(
                 continue;
             }
         };
+        // A request whose id can be read is answered under it, whatever else is wrong.
+        let id = json
+            .get("id")
+            .filter(|id| id.is_number() || id.is_string())
+            .cloned();
         let message: Message = match serde_json::from_value(json) {
             Ok(message) => message,
             Err(e) => {
-                let _ = errors.send(error_reply(
+                let mut reply = error_reply(
                     -32600,
                     format!("the message is not a JSON-RPC request, response or notification: {e}"),
-                ));
+                );
+                if let Some(id) = id {
+                    reply["id"] = id;
+                }
+                let _ = errors.send(reply);
                 continue;
             }
         };
@@ -113,6 +139,7 @@ fn write_messages(
         let json = if reader_open {
             select! {
                 recv(from_server) -> m => match m {
+                    Ok(Message::Notification(n)) if n.method == STOP => return Ok(()),
                     Ok(m) => message_json(&m)?,
                     Err(_) => return Ok(()),
                 },
@@ -126,6 +153,7 @@ fn write_messages(
             }
         } else {
             match from_server.recv() {
+                Ok(Message::Notification(n)) if n.method == STOP => return Ok(()),
                 Ok(m) => message_json(&m)?,
                 Err(_) => return Ok(()),
             }

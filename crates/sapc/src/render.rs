@@ -43,10 +43,15 @@ impl SourceCode for CharColumns {
         let at = span.offset().min(self.text.len());
         let column = match self.text.get(..at) {
             // Without context lines the column is the span's; with them, 0.
-            Some(head) if before == 0 && inner.column() > 0 => {
-                let line = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
-                line.trim_start_matches('\u{feff}').chars().count()
-            }
+            Some(head) if before == 0 && inner.column() > 0 => match head.rfind('\n') {
+                Some(i) => head[i + 1..].chars().count(),
+                // Only the file's first line can start with a byte-order mark.
+                None => head
+                    .strip_prefix('\u{feff}')
+                    .unwrap_or(head)
+                    .chars()
+                    .count(),
+            },
             _ => inner.column(),
         };
         Ok(Box::new(MietteSpanContents::new_named(

@@ -19,6 +19,9 @@ use crate::config::load_config;
 use crate::run::{RunArgs, compile_tests, file_texts, host_for, load_program, render_error};
 use crate::{cache, exit};
 
+/// The stack of each thread running tests.
+const TEST_STACK: usize = 256 << 20;
+
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
     /// Files or directories (searched for `*.sap` recursively); default: the current
@@ -313,8 +316,12 @@ fn run_suite(
                 results.lock().unwrap()[i] = Some((outcome, covered));
             };
             std::thread::Builder::new()
-                .stack_size(256 << 20)
-                .spawn_scoped(scope, worker)
+                .stack_size(TEST_STACK)
+                .spawn_scoped(scope, move || {
+                    // Deep recursion stops where this stack ends, not past it.
+                    runtime::tasks::on_stack_of(TEST_STACK);
+                    worker()
+                })
                 .expect("spawn a test thread");
         }
     });

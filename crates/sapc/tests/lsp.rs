@@ -621,8 +621,12 @@ fn exit_before_initialize_just_exits() {
 
 #[test]
 fn an_edit_to_one_file_rechecks_the_open_files_that_use_it() {
-    let main = "file:///tmp/sap-lsp-cross/main.sap";
-    let helpers = "file:///tmp/sap-lsp-cross/helpers.sap";
+    // A folder of its own, with nothing on disk: the two files exist only in the editor.
+    let dir = test_support::Scratch::new("lsp-cross");
+    let main_uri = format!("file://{}/main.sap", dir.display());
+    let helpers_uri = format!("file://{}/helpers.sap", dir.display());
+    let main = main_uri.as_str();
+    let helpers = helpers_uri.as_str();
     let mut client = Client::start(json!({ "capabilities": {} }));
     client.open(helpers, "fn greet() -> String { \"hi\" }\n");
     assert_eq!(client.diagnostics(helpers, 1), Vec::<Value>::new());

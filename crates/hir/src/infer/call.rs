@@ -96,8 +96,17 @@ impl<'a, 'db> Checker<'a, 'db> {
             if self.resolver.is_broken(&text) {
                 return Ty::Error;
             }
+            let first_is_type = path.segments.len() == 2
+                && self
+                    .resolver
+                    .lookup_type_path(&ast::Path {
+                        segments: path.segments[..1].to_vec(),
+                        span: path.segments[0].span,
+                    })
+                    .is_some();
             if let [module, name] = path.segments.as_slice()
-                && self.resolver.lookup_type_path(path).is_none()
+                && !first_is_type
+                && !super::scope::is_builtin_type(&module.name)
             {
                 // `m::f` naming nothing: say which part is missing.
                 let d = if self.resolver.is_module(&module.name) {

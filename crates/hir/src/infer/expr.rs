@@ -200,8 +200,16 @@ impl<'a, 'db> Checker<'a, 'db> {
                         self.shallow(&t),
                         Ty::Unit | Ty::Never | Ty::Var(_) | Ty::Error
                     ) && let Some(last) = branch.body.stmts.last()
+                        && let ast::StmtKind::Expr(value) = &last.kind
+                        && !matches!(
+                            value.kind,
+                            ExprKind::Call { .. } | ExprKind::MethodCall { .. }
+                        )
                     {
                         // Without `else` the `if` is `()`: the block's value goes nowhere.
+                        // A call's result may be dropped, as anywhere (it is called for
+                        // what it does); a literal, a name or an operation only has a
+                        // value, so dropping it is a mistake.
                         let shown = self.display(&t);
                         self.diagnostics
                             .push(diag::dropped_if_value(self.item, last.span, &shown));

@@ -214,7 +214,7 @@ impl<'a, 'db> Checker<'a, 'db> {
     }
 }
 
-fn is_builtin_type(name: &str) -> bool {
+pub(super) fn is_builtin_type(name: &str) -> bool {
     matches!(
         name,
         "i32"

@@ -155,7 +155,12 @@ impl Pool {
             Some(kept) => kept,
             None => idle.entry(authority.to_owned()).or_default(),
         };
-        if kept.len() < self.max_idle {
+        // The oldest go first: expired ones, then one to make room.
+        kept.retain(|c| c.since.elapsed() < IDLE_TIMEOUT);
+        if kept.len() >= self.max_idle && !kept.is_empty() {
+            kept.remove(0);
+        }
+        if self.max_idle > 0 {
             kept.push(Idle {
                 stream,
                 since: Instant::now(),
@@ -212,7 +217,10 @@ impl Pool {
             match exchange(&mut stream, target, headers, body, deadline).await {
                 Ok(Exchanged { head, buf, sent }) => {
                     let framing = framing(&head).map_err(|m| protocol(target, m))?;
-                    let reusable = sent && framing != Framing::Close && keeps_alive(&head);
+                    let reusable = sent
+                        && framing != Framing::Close
+                        && keeps_alive(&head)
+                        && !framed_ambiguously(&head);
                     return Ok(Response {
                         status: head.status,
                         headers: head.headers,
@@ -251,13 +259,26 @@ async fn connect(
     let by = deadline.min(Instant::now() + connect_timeout);
     let attempt = async {
         let mut last = None;
-        for address in tokio::net::lookup_host((target.host.as_str(), target.port)).await? {
-            match TcpStream::connect(address).await {
-                Ok(stream) => {
+        let addresses: Vec<_> = tokio::net::lookup_host((target.host.as_str(), target.port))
+            .await?
+            .collect();
+        // Each address gets its share of the time (at least 250 ms), so one that never
+        // answers (an IPv6 route to nowhere) does not leave the others none.
+        let share =
+            (connect_timeout / addresses.len().max(1) as u32).max(Duration::from_millis(250));
+        for address in addresses {
+            match tokio::time::timeout(share, TcpStream::connect(address)).await {
+                Ok(Ok(stream)) => {
                     stream.set_nodelay(true)?;
                     return Ok(stream);
                 }
-                Err(e) => last = Some(e),
+                Ok(Err(e)) => last = Some(e),
+                Err(_) => {
+                    last = Some(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{address} did not answer"),
+                    ));
+                }
             }
         }
         Err(last
@@ -563,6 +584,16 @@ fn framing(head: &Head) -> Result<Framing, String> {
     Ok(length.map_or(Framing::Close, Framing::Length))
 }
 
+/// An answer after which RFC 9112 has the connection closed: one that switched
+/// protocols (§9.6), one with both `transfer-encoding` and `content-length`, or with
+/// `transfer-encoding` in HTTP/1.0 (§6.1: the framing cannot be trusted).
+fn framed_ambiguously(head: &Head) -> bool {
+    let coded = head.headers.contains_key(TRANSFER_ENCODING);
+    head.status == StatusCode::SWITCHING_PROTOCOLS
+        || (coded && head.headers.contains_key(CONTENT_LENGTH))
+        || (coded && head.minor == 0)
+}
+
 /// Whether the connection may carry another request after this answer.
 fn keeps_alive(head: &Head) -> bool {
     let says = |token: &str| {
@@ -600,6 +631,11 @@ pub struct Body {
 }
 
 impl Body {
+    /// Whether the connection can carry another request once the body is read.
+    pub fn reusable(&self) -> bool {
+        self.reusable && self.stream.is_some()
+    }
+
     /// The next piece of the body; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, HttpError> {
         loop {

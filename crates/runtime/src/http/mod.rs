@@ -122,7 +122,11 @@ impl Response {
     /// [`RELEASE_WITHIN`], so that its connection can carry another request. Dropping
     /// the answer instead closes the connection, which stops the server's work on it.
     pub fn release(mut self) {
-        if tokio::runtime::Handle::try_current().is_err() {
+        let keepable = match &self {
+            Response::Plain(r) => r.body.reusable(),
+            Response::Reqwest(_) => true,
+        };
+        if !keepable || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
         tokio::spawn(async move {

@@ -29,6 +29,8 @@ struct Log {
     connections: usize,
     /// Every request's bytes, head and body.
     requests: Vec<String>,
+    /// Connections the client closed.
+    closed_by_client: usize,
 }
 
 /// A server answering the n-th request it reads, on any connection, by `steps[n]`.
@@ -47,7 +49,11 @@ async fn serve(steps: Vec<Step>) -> (Target, Arc<Mutex<Log>>) {
             server_log.lock().unwrap().connections += 1;
             let (log, steps, next) = (server_log.clone(), steps.clone(), next.clone());
             tokio::spawn(async move {
-                while let Some(head) = read_head(&mut socket).await {
+                loop {
+                    let Some(head) = read_head(&mut socket).await else {
+                        log.lock().unwrap().closed_by_client += 1;
+                        return;
+                    };
                     let step = steps.get(next.fetch_add(1, Ordering::SeqCst));
                     if let Some(Step::AnswerEarly(answer)) = step {
                         log.lock().unwrap().requests.push(head);
@@ -391,7 +397,7 @@ async fn headers_past_their_limits_are_errors() {
 
 #[tokio::test]
 async fn a_body_dropped_before_its_end_closes_its_connection() {
-    let (target, _) = serve(vec![Step::Answer(vec![
+    let (target, log) = serve(vec![Step::Answer(vec![
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n",
     ])])
     .await;
@@ -400,6 +406,14 @@ async fn a_body_dropped_before_its_end_closes_its_connection() {
     assert_eq!(&response.body.chunk().await.unwrap().unwrap()[..], b"abc");
     drop(response);
     assert_eq!(pool.idle(), 0);
+    // The server sees the connection end: it stops working on the answer.
+    for _ in 0..100 {
+        if log.lock().unwrap().closed_by_client == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the dropped answer's connection stayed open");
 }
 
 #[tokio::test]
@@ -526,4 +540,21 @@ async fn a_header_with_a_line_break_is_refused_without_its_value() {
     );
     assert!(!error.message.contains("sk-secret"), "{}", error.message);
     assert_eq!(log.lock().unwrap().connections, 0);
+}
+
+#[tokio::test]
+async fn an_ambiguously_framed_answer_does_not_keep_its_connection() {
+    let (target, _) = serve(vec![
+        Step::Answer(vec![
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 99\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        ]),
+        Step::Answer(vec![b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\n\r\n"]),
+    ])
+    .await;
+    let pool = Pool::new(4);
+    for expected in ["ok", ""] {
+        let mut response = post(&pool, &target).await.unwrap();
+        assert_eq!(body(&mut response).await.unwrap(), expected);
+        assert_eq!(pool.idle(), 0);
+    }
 }
