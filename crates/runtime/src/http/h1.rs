@@ -18,7 +18,7 @@
 //! checked before reuse. A request on a reused connection that the server had closed
 //! (nothing of an answer came) is sent once more on a new connection, as browsers do.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -117,9 +117,10 @@ impl Target {
     }
 }
 
-/// Idle connections, by host, the most recently used first out.
+/// Idle connections, by host, oldest at the front: the most recently used go out first,
+/// the oldest are dropped first.
 pub struct Pool {
-    idle: Mutex<HashMap<String, Vec<Idle>>>,
+    idle: Mutex<HashMap<String, VecDeque<Idle>>>,
     /// The most idle connections kept per host.
     max_idle: usize,
 }
@@ -141,7 +142,7 @@ impl Pool {
     fn checkout(&self, authority: &str) -> Option<TcpStream> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let kept = idle.get_mut(authority)?;
-        while let Some(connection) = kept.pop() {
+        while let Some(connection) = kept.pop_back() {
             if connection.since.elapsed() < IDLE_TIMEOUT && open(&connection.stream) {
                 return Some(connection.stream);
             }
@@ -155,13 +156,19 @@ impl Pool {
             Some(kept) => kept,
             None => idle.entry(authority.to_owned()).or_default(),
         };
-        // The oldest go first: expired ones, then one to make room.
-        kept.retain(|c| c.since.elapsed() < IDLE_TIMEOUT);
-        if kept.len() >= self.max_idle && !kept.is_empty() {
-            kept.remove(0);
+        // The oldest go first: expired ones, then one to make room. (Checked in in
+        // time order, so the front is always the oldest: this is O(1) per call.)
+        while kept
+            .front()
+            .is_some_and(|c| c.since.elapsed() >= IDLE_TIMEOUT)
+        {
+            kept.pop_front();
+        }
+        if kept.len() >= self.max_idle {
+            kept.pop_front();
         }
         if self.max_idle > 0 {
-            kept.push(Idle {
+            kept.push_back(Idle {
                 stream,
                 since: Instant::now(),
             });
@@ -175,7 +182,7 @@ impl Pool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .map(Vec::len)
+            .map(VecDeque::len)
             .sum()
     }
 
