@@ -137,7 +137,13 @@ fn wait_on<F: Future + Send>(handle: Option<&tokio::runtime::Handle>, fut: F) ->
     loop {
         let polled = yielder.on_parent_stack(|| {
             let _entered = handle.map(tokio::runtime::Handle::enter);
-            fut.as_mut().poll(&mut TaskContext::from_waker(waker))
+            // The poll runs on the thread's stack, not the task's: whatever it calls
+            // (a tool the plan executor runs) must not measure its room against the
+            // task's stack.
+            let floor = FLOOR.with(|f| f.replace(0));
+            let polled = fut.as_mut().poll(&mut TaskContext::from_waker(waker));
+            FLOOR.with(|f| f.set(floor));
+            polled
         });
         if let Poll::Ready(out) = polled {
             return out;
