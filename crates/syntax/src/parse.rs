@@ -26,6 +26,25 @@ impl Parse {
     }
 }
 
+/// A warning at each bidirectional control character: in a string or a comment it can
+/// make the code display otherwise than it runs ("Trojan Source", CVE-2021-42574), which
+/// a reviewer of an agent's program must not be shown.
+fn bidi_controls(src: &str) -> impl Iterator<Item = Diagnostic> + '_ {
+    src.match_indices(|c| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
+        .map(|(at, c)| {
+            let code = c.chars().next().map_or(0, |c| c as u32);
+            Diagnostic::warning(
+                "W0003",
+                Span::new(at, at + c.len()),
+                format!(
+                    "a bidirectional control character (U+{code:04X}): the code may display otherwise than it runs"
+                ),
+            )
+            .with_label("reorders the text around it")
+            .with_help("delete it; write `\\u{...}` in a string if the character is meant")
+        })
+}
+
 pub fn parse(src: &str) -> Parse {
     let file_span = Span::new(0, src.len());
     if src.len() > u32::MAX as usize {
@@ -83,6 +102,7 @@ pub fn parse(src: &str) -> Parse {
             }
         }
     }
+    diagnostics.extend(bidi_controls(src));
     diagnostics.sort_by_key(|d| (d.span.start, d.span.end));
     Parse {
         file: SourceFile {
