@@ -88,29 +88,11 @@ pub fn read_messages(
     errors: &Sender<JsonValue>,
 ) -> io::Result<()> {
     while let Some(body) = read_frame(input)? {
-        let json: JsonValue = match serde_json::from_slice(&body) {
-            Ok(json) => json,
-            Err(e) => {
-                let _ = errors.send(error_reply(-32700, format!("the message is not JSON: {e}")));
-                continue;
-            }
-        };
-        // A request whose id can be read is answered under it, whatever else is wrong.
-        let id = json
-            .get("id")
-            .filter(|id| id.is_number() || id.is_string())
-            .cloned();
-        let message: Message = match serde_json::from_value(json) {
+        // A message is read once; only one that is not is read again, to say why.
+        let message: Message = match serde_json::from_slice(&body) {
             Ok(message) => message,
             Err(e) => {
-                let mut reply = error_reply(
-                    -32600,
-                    format!("the message is not a JSON-RPC request, response or notification: {e}"),
-                );
-                if let Some(id) = id {
-                    reply["id"] = id;
-                }
-                let _ = errors.send(reply);
+                let _ = errors.send(refusal(&body, e));
                 continue;
             }
         };
@@ -120,6 +102,23 @@ pub fn read_messages(
         }
     }
     Ok(())
+}
+
+/// The answer to a body that is not a message: a parse error (-32700) if it is not
+/// JSON, else an invalid request (-32600), under the request's id when it has one.
+fn refusal(body: &[u8], e: serde_json::Error) -> JsonValue {
+    let json: JsonValue = match serde_json::from_slice(body) {
+        Ok(json) => json,
+        Err(e) => return error_reply(-32700, format!("the message is not JSON: {e}")),
+    };
+    let mut reply = error_reply(
+        -32600,
+        format!("the message is not a JSON-RPC request, response or notification: {e}"),
+    );
+    if let Some(id) = json.get("id").filter(|id| id.is_number() || id.is_string()) {
+        reply["id"] = id.clone();
+    }
+    reply
 }
 
 /// An error answer to a message whose id could not be read: JSON-RPC's `"id": null`.

@@ -22,8 +22,9 @@ use runtime::tools::standard::Grants;
 pub struct RunArgs {
     /// The program; its `main` runs.
     pub file: PathBuf,
-    /// Arguments for the program, after `--`: `main` takes them as a `List<String>`
-    /// (`fn main(ctx: Context, args: List<String>)`).
+    /// Arguments for the program, after `--`, for `main`'s parameters other than its
+    /// `Context`, in order: a `String` as it is, other types as JSON, a last
+    /// `List<String>` all that are left.
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,
     /// `openai` (any OpenAI-compatible server), `ollama`, `llamacpp`, `vllm`,
@@ -240,11 +241,14 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     }
     let texts = file_texts(&module, &inputs);
     // A declaration this host cannot serve is reported at the declaration.
-    if let Err(e) = Externs::default().with_calculator().check(&module) {
-        eprintln!("{}", render_error(&texts, &e));
-        return Ok(exit::ERRORS);
-    }
-    let (host, runtime) = host_for(args, &config, module, calls_model, started, &tokio)?;
+    let externs = match checked_externs(&module) {
+        Ok(externs) => externs,
+        Err(e) => {
+            eprintln!("{}", render_error(&texts, &e));
+            return Ok(exit::ERRORS);
+        }
+    };
+    let (host, runtime) = host_for(args, &config, module, externs, calls_model, started, &tokio)?;
     let host = host.with_sources(
         texts
             .iter()
@@ -358,19 +362,25 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
     }
 }
 
+/// The externs `sapc` gives a program (the calculator's), checked against its
+/// declarations: a declaration the host cannot serve is an error at it.
+pub fn checked_externs(module: &ir::Module) -> Result<Externs, ExecError> {
+    let externs = Externs::default().with_calculator();
+    externs.check(module)?;
+    Ok(externs)
+}
+
 /// The host a program runs in: externs, limits and budgets, the trace, the MCP servers
 /// and grants of its tools, and the LLM runtime when it calls the model.
 pub fn host_for(
     args: &RunArgs,
     config: &Config,
     module: Arc<ir::Module>,
+    externs: Externs,
     calls_model: bool,
     started: Instant,
     tokio: &Tokio,
 ) -> Result<(Host, Option<Arc<Runtime>>), String> {
-    let externs = Externs::default().with_calculator();
-    externs.check(&module).map_err(|e| e.message)?;
-
     let budgets = Budgets {
         max_calls: args.max_calls.or(config.budgets.max_calls),
         max_tokens: args.max_tokens.or(config.budgets.max_tokens),

@@ -20,7 +20,7 @@ use runtime::value::decode;
 use serde_json::{Map, Value as JsonValue};
 
 use crate::config::load_config;
-use crate::run::{RunArgs, compile, host_for, load_program};
+use crate::run::{RunArgs, checked_externs, compile, host_for, load_program};
 use crate::{cache, exit};
 
 /// One exported function as a tool.
@@ -79,10 +79,12 @@ fn serve_inner(args: &RunArgs) -> Result<u8, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let externs = checked_externs(&module).map_err(|e| e.message)?;
     let (host, _runtime) = host_for(
         args,
         &config,
         module.clone(),
+        externs,
         calls_model,
         started,
         &tokio.handle().clone().into(),

@@ -16,7 +16,9 @@ use codegen_jit::{Host, Tokio};
 use ir::{Module, SiteKind, Type, TypeDef};
 
 use crate::config::load_config;
-use crate::run::{RunArgs, compile_tests, file_texts, host_for, load_program, render_error};
+use crate::run::{
+    RunArgs, checked_externs, compile_tests, file_texts, host_for, load_program, render_error,
+};
 use crate::{cache, exit};
 
 /// The stack of each thread running tests.
@@ -264,6 +266,7 @@ fn run_suite(
         std::sync::Mutex::new((0..tests.len()).map(|_| None).collect());
     let setup_error: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let tokio: Tokio = tokio.handle().clone().into();
+    let externs = checked_externs(&suite.module).map_err(|e| e.message)?;
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             let worker = || loop {
@@ -275,6 +278,7 @@ fn run_suite(
                     &run_args,
                     &config,
                     suite.module.clone(),
+                    externs.clone(),
                     calls_model,
                     started,
                     &tokio,

@@ -92,6 +92,21 @@ impl Drop for Server {
     }
 }
 
+/// `sapc run main.sap` against an OpenAI-compatible server at `base`.
+fn run(p: &Project, base: &str, vars: &[(&str, &str)]) -> std::process::Output {
+    let args = [
+        "run",
+        "main.sap",
+        "--provider",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        base,
+    ];
+    p.sapc_with_env(&args, vars)
+}
+
 /// Runs the program against `server`, streamed or not, and returns the requests it
 /// served and the connections they came on.
 fn calls(server: &Server, streamed: bool) -> (u64, u64) {
@@ -106,16 +121,7 @@ fn calls(server: &Server, streamed: bool) -> (u64, u64) {
     p.write("main.sap", PROGRAM);
     let base = format!("http://127.0.0.1:{}/v1", server.port);
     let before = server.stats();
-    let out = p.sapc(&[
-        "run",
-        "main.sap",
-        "--provider",
-        "openai",
-        "--model",
-        "m",
-        "--base-url",
-        &base,
-    ]);
+    let out = run(&p, &base, &[]);
     ok(&out);
     assert_eq!(stdout(&out).trim(), format!("{CALLS} verdicts"));
     let after = server.stats();
@@ -151,17 +157,9 @@ fn a_proxy_set_in_the_environment_carries_plain_http_calls() {
     p.write("main.sap", PROGRAM);
     // Nothing listens at the base URL: only the proxy can answer.
     let base = format!("http://127.0.0.1:{}/v1", free_port());
-    let out = p.sapc_with_env(
-        &[
-            "run",
-            "main.sap",
-            "--provider",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-            &base,
-        ],
+    let out = run(
+        &p,
+        &base,
         &[
             ("HTTP_PROXY", &proxy.url()),
             ("NO_PROXY", ""),

@@ -34,15 +34,20 @@ fn read_message(reader: &mut impl BufRead) -> Option<Value> {
     serde_json::from_slice(&body).ok()
 }
 
+/// `sapc lsp`, its standard input and output piped.
+fn spawn_server() -> Child {
+    Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sapc lsp starts")
+}
+
 impl Client {
     fn start(init: Value) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sapc"))
-            .arg("lsp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sapc lsp starts");
+        let mut child = spawn_server();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, messages) = channel();
@@ -599,13 +604,7 @@ fn leaving_without_shutdown_exits_with_1_and_a_runaway_length_ends_the_server() 
 
 #[test]
 fn exit_before_initialize_just_exits() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sapc"))
-        .arg("lsp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_server();
     let mut stdin = child.stdin.take().unwrap();
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "textDocument/hover", "params": {} })
         .to_string();

@@ -4,6 +4,7 @@
 //! or control flow live here, once: the LLM call sites here, the standard externs in
 //! `standard` (with the tools a plan runs), the host's own externs in `externs`.
 
+mod arguments;
 mod externs;
 mod script;
 mod standard;
@@ -23,6 +24,7 @@ use runtime::types::{ParamDesc, TypeDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
+pub use arguments::main_arguments;
 pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
 pub use script::Coverage;
 use script::{Script, Scripted, outcome, short};
@@ -187,65 +189,6 @@ pub struct Host {
     testing: bool,
     script: Mutex<Script>,
     coverage: Mutex<Coverage>,
-}
-
-/// The values of `main`'s parameters other than its `Context`, in order, from the
-/// command line's arguments (`sapc run FILE -- ARGS`): a `String` takes one as it is, a
-/// last `List<String>` all that are left, any other type reads one as JSON.
-pub fn main_arguments(host: &Host, main: &ir::Function) -> Result<Vec<Value>, ExecError> {
-    let params: Vec<&ir::Param> = main
-        .params
-        .iter()
-        .filter(|p| p.ty != ir::Type::Context)
-        .collect();
-    let takes = || {
-        let all: Vec<String> = params
-            .iter()
-            .map(|p| format!("{}: {}", p.name, externs::show_type(&p.ty)))
-            .collect();
-        format!(
-            "`main` takes ({}) from the command line: `sapc run FILE -- ARGS`",
-            all.join(", ")
-        )
-    };
-    let fail = |message: String| ExecError::new(message, Some(main.span));
-    let mut args = host.args.iter();
-    let mut values = Vec::with_capacity(params.len());
-    for (i, p) in params.iter().enumerate() {
-        let desc = desc_of(&host.types, &p.ty);
-        let strings = TypeDesc::List(Box::new(TypeDesc::String));
-        if i + 1 == params.len() && desc == strings {
-            let rest = args.by_ref().map(|a| Value::Str(a.as_str().into()));
-            values.push(Value::List(Arc::new(rest.collect())));
-            continue;
-        }
-        let Some(arg) = args.next() else {
-            return Err(fail(format!("no argument for `{}`: {}", p.name, takes())));
-        };
-        let value = if desc == TypeDesc::String {
-            Value::Str(arg.as_str().into())
-        } else {
-            serde_json::from_str(arg)
-                .map_err(|e| e.to_string())
-                .and_then(|json| runtime::value::decode(&desc, &json).map_err(|e| e.to_string()))
-                .map_err(|why| {
-                    fail(format!(
-                        "the argument `{arg}` for `{}` is not a {} ({why}): {}",
-                        p.name,
-                        externs::show_type(&p.ty),
-                        takes()
-                    ))
-                })?
-        };
-        values.push(value);
-    }
-    if let Some(extra) = args.next() {
-        return Err(fail(format!(
-            "an argument too many (`{extra}`): {}",
-            takes()
-        )));
-    }
-    Ok(values)
 }
 
 impl Host {
