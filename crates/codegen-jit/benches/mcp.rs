@@ -25,7 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// As `sapc` allocates.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: codegen_jit::Allocator = codegen_jit::Allocator;
 
 const SEQUENTIAL: usize = 2_000;
 const CONCURRENT: usize = 100;

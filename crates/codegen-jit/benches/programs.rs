@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use codegen_jit::{Evaluator, Externs, Host, Limits, on_big_stack};
 
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: codegen_jit::Allocator = codegen_jit::Allocator;
 
 struct Program {
     name: &'static str,

@@ -426,6 +426,16 @@ impl<'h> Evaluator<'h> {
                 (Value::Str(x), Value::Str(y)) => Value::str(&format!("{x}{y}")),
                 _ => return Err(err("internal: concatenation of non-strings", span)),
             },
+            // Lists, options, structs and `Json` are equal when their values are,
+            // element by element and field by field.
+            BinOp::Eq | BinOp::Ne
+                if matches!(
+                    ty,
+                    Type::List(_) | Type::Option(_) | Type::Struct(_) | Type::Json
+                ) =>
+            {
+                Value::Bool((a == b) == (op == BinOp::Eq))
+            }
             BinOp::Eq => Value::Bool(ordering() == Some(O::Equal)),
             BinOp::Ne => Value::Bool(ordering() != Some(O::Equal)),
             BinOp::Lt => Value::Bool(ordering() == Some(O::Less)),

@@ -179,6 +179,10 @@ pub extern "C" fn sap_binary(env: &mut Env<'_>, desc: &BinaryDesc, a: i64, b: i6
                 }
                 _ => 0,
             },
+            // Lists, options, structs and `Json` are equal when their values are,
+            // element by element and field by field.
+            BinOp::Eq => (x == y) as i64,
+            BinOp::Ne => (x != y) as i64,
             op => {
                 let ordering = match (&x, &y) {
                     (Value::Str(p), Value::Str(q)) => p.cmp(q),
@@ -186,8 +190,6 @@ pub extern "C" fn sap_binary(env: &mut Env<'_>, desc: &BinaryDesc, a: i64, b: i6
                 };
                 use std::cmp::Ordering::*;
                 let r = match op {
-                    BinOp::Eq => ordering == Equal,
-                    BinOp::Ne => ordering != Equal,
                     BinOp::Lt => ordering == Less,
                     BinOp::Le => ordering != Greater,
                     BinOp::Gt => ordering == Greater,

@@ -36,6 +36,7 @@ pub use codegen::NativeProgram;
 pub use eval::Evaluator;
 pub use host::{ExecError, Externs, Host, Limits, StackFrame, Tokio};
 pub use jit::{JitProgram, compile, compile_native, load, target};
+pub use raw::alloc::Allocator;
 
 /// The program's stack: 1 GiB reserved, committed as it is touched.
 const BIG_STACK: usize = 1 << 30;

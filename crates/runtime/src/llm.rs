@@ -148,6 +148,8 @@ pub enum ProviderError {
     Http {
         status: u16,
         message: String,
+        /// The request field the error names (OpenAI's `error.param`), if any.
+        param: Option<String>,
         retries: u32,
     },
     /// No answer: connection refused or reset, after retries.
@@ -179,6 +181,7 @@ impl std::fmt::Display for ProviderError {
                 status,
                 message,
                 retries,
+                ..
             } => {
                 write!(
                     f,

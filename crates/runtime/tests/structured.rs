@@ -232,3 +232,59 @@ async fn sampling_a_model_refuses_is_left_out() {
     assert!(bodies[0]["seed"].is_u64());
     assert!(bodies[1].get("temperature").is_none() && bodies[2].get("seed").is_none());
 }
+
+/// OpenAI's error shape: a 400 whose message names the rung itself and whose `param`
+/// names the field (`json_object is not supported by this server`), and one for tools
+/// whose message names neither but whose `param` does.
+#[tokio::test]
+async fn a_rejection_is_read_from_the_rung_named_or_the_param() {
+    let server = MockServer::start(|request, _| {
+        let body = request.json();
+        let (message, param) = match rung_of(&body) {
+            "json_schema" => ("Invalid schema for response_format", "response_format"),
+            "json_object" => (
+                "json_object is not supported by this server",
+                "response_format",
+            ),
+            "tools" => ("this model cannot do that", "tools"),
+            _ => return Reply::json(completion(r#"{"value": 7}"#)),
+        };
+        Reply::status(
+            400,
+            &json!({"error": {"message": message, "type": "invalid_request_error", "param": param}})
+                .to_string(),
+        )
+    })
+    .await;
+    let provider = Arc::new(OpenAiProvider::new(config(&server)).unwrap());
+    assert_eq!(ask(&provider).await, Value::Int(7));
+    assert_eq!(
+        rungs(&server),
+        ["json_schema", "json_object", "tools", "prompt"]
+    );
+    assert_eq!(provider.rung(), Structured::Prompt);
+}
+
+/// A 400 whose `param` names something other than the answer's shape (the messages) is
+/// not a rung's rejection: it is reported, not stepped down from.
+#[tokio::test]
+async fn a_param_outside_the_shape_does_not_step_down() {
+    let server = MockServer::start(|_, _| {
+        Reply::status(
+            400,
+            r#"{"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error", "param": "messages"}}"#,
+        )
+    })
+    .await;
+    let provider = Arc::new(OpenAiProvider::new(config(&server)).unwrap());
+    let err = runtime(provider)
+        .produce(&site("count"), &Context::new(), "count", &TypeDesc::I64)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("maximum context length"),
+        "{}",
+        err.message
+    );
+    assert_eq!(rungs(&server), ["json_schema"]);
+}

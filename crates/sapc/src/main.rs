@@ -20,10 +20,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Programs allocate many small objects (list cells, strings, JSON); mimalloc serves
-/// them much faster than the system allocator (see docs/PERFORMANCE.md).
+/// Programs allocate many small objects (list cells, strings, JSON), which mimalloc
+/// serves much faster than the system allocator, and grow large lists, which the
+/// system allocator grows without copying (see `codegen_jit::Allocator`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: codegen_jit::Allocator = codegen_jit::Allocator;
 
 #[derive(Parser)]
 #[command(

@@ -60,16 +60,24 @@ pub struct RunArgs {
     /// OpenAI's API, `stream = false` in sap.toml turns it off).
     #[arg(long)]
     pub stream: bool,
-    #[arg(long)]
+    /// The most model calls the run may make, re-asks included [default: no limit]
+    /// (also `max_calls` under [budgets] in sap.toml).
+    #[arg(long, value_name = "N")]
     pub max_calls: Option<u64>,
-    #[arg(long)]
+    /// The most tokens, prompt and answer together, the run's model calls may use
+    /// [default: no limit] (also `max_tokens` under [budgets]).
+    #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
     /// Wall-time budget in seconds.
-    #[arg(long)]
+    #[arg(long, value_name = "SECONDS")]
     pub max_time: Option<f64>,
-    #[arg(long)]
+    /// The deepest the program's calls may nest; deeper recursion is a located error,
+    /// never a stack overflow [default: 10000] (also `max_depth` under [budgets]).
+    #[arg(long, value_name = "N")]
     pub max_depth: Option<u32>,
-    #[arg(long)]
+    /// The most loop iterations (`while` and `for`) over the whole run
+    /// [default: 1000000000] (also `max_iterations` under [budgets]).
+    #[arg(long, value_name = "N")]
     pub max_iterations: Option<u64>,
     /// Iterations of one run of a `while` whose condition the model decides [default: 100].
     #[arg(long, value_name = "N")]

@@ -7,8 +7,8 @@ use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::condcodes::IntCC;
 use ir::{BinOp, SrcSpan};
 
-use super::SLOW_PATHS;
 use super::function::{FnCg, span_of};
+use super::{I64, SLOW_PATHS};
 use crate::abi::{
     FailDesc, FailKind, FrameDesc, OFFSET_DEPTH, OFFSET_FAILED, OFFSET_ITERATIONS,
     OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT, Pin,
@@ -16,22 +16,26 @@ use crate::abi::{
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
-    /// Calls an intrinsic that does not take the `Env`.
+    /// Calls an intrinsic that does not take the `Env`. The iterations left are written
+    /// back before it and read again after it, as around every call that clobbers
+    /// registers: a count kept live across calls must sit in one of the few
+    /// callee-saved registers, and the register allocator then spills it for the whole
+    /// function, loops included (a load and a store per iteration).
     pub(super) fn call(&mut self, which: Intr, args: &[clif::Value]) -> Option<clif::Value> {
         let r = self.callees.intrinsic(self.b.func, which);
+        self.save_iterations();
         let inst = self.b.ins().call(r, args);
-        self.b.inst_results(inst).first().copied()
+        let result = self.b.inst_results(inst).first().copied();
+        self.reload_iterations();
+        result
     }
 
     /// Calls an intrinsic with the `Env` before `args`; it sees the iteration count as
     /// it is.
     pub(super) fn call_env(&mut self, which: Intr, args: &[clif::Value]) -> Option<clif::Value> {
-        self.save_iterations();
         let mut values = vec![self.env()];
         values.extend_from_slice(args);
-        let result = self.call(which, &values);
-        self.reload_iterations();
-        result
+        self.call(which, &values)
     }
 
     /// Calls the adapter of a slow path (see `SLOW_PATHS`) with the `Env` and up to
@@ -112,7 +116,39 @@ impl FnCg<'_, '_> {
     /// Records this function on the sap stack and returns from it with the error.
     /// In inlined code, the innermost callee's frame is recorded first, then each
     /// caller's at the call its copy replaced, as the calls would have.
+    ///
+    /// Outside inlined code the function's one frame is all there is to record: every
+    /// such error path jumps to one shared exit with the frame's descriptor, so a
+    /// function of a thousand calls has one exit, not a thousand (each a call and a
+    /// return for the register allocator to place around).
     pub(super) fn unwind(&mut self, span: Option<SrcSpan>) {
+        if self.scope().is_none() {
+            let function = self.f.name.clone();
+            let d = self.pin(Pin::Frame(FrameDesc {
+                function,
+                span: span_of(span, self.f),
+            }));
+            let (exit, new) = match self.unwind_exit {
+                Some(exit) => (exit, false),
+                None => {
+                    let exit = self.b.create_block();
+                    self.b.append_block_param(exit, I64);
+                    self.b.set_cold_block(exit);
+                    self.unwind_exit = Some(exit);
+                    (exit, true)
+                }
+            };
+            self.b.ins().jump(exit, &[d.into()]);
+            if new {
+                self.b.switch_to_block(exit);
+                let d = self.b.block_params(exit)[0];
+                self.call_env(Intr::Unwind, &[d]);
+                let zero = self.iconst(0);
+                let failed = self.iconst(1);
+                self.b.ins().return_(&[zero, failed]);
+            }
+            return;
+        }
         let mut frames = Vec::new();
         let mut at = span;
         let mut scope = self.scope();

@@ -44,6 +44,9 @@ pub(super) struct FnCg<'a, 'b> {
     /// Whether code is being emitted on the slow side of a fast path: blocks made there
     /// are laid out after the hot code.
     pub(super) cold: bool,
+    /// The shared exit of the error paths outside inlined code (see `unwind`), once one
+    /// needs it: it takes the frame's descriptor.
+    pub(super) unwind_exit: Option<clif::Block>,
     /// The local each `Load` reads, by the value it defines.
     pub(super) loaded_from: HashMap<u32, u32>,
     /// For the hidden local holding the list a `for` loop walks: a variable with the
@@ -151,19 +154,24 @@ pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpa
     inst_span.or(Some(f.span))
 }
 
-/// The buffer, length and capacity of the list in a local that `xs = push(xs, x)`
-/// appends to, as compiled code last saw them; all 0 (no room) when the list is not
-/// native or not seen yet (a parameter), which sends the next append to the runtime.
-/// They stay true while the local holds the same list: only an append through this
-/// local can change a list it holds alone (anyone else's append finds the list shared
-/// and copies it); every assignment to the local and every append the runtime makes
-/// reads them again.
+/// The length of the list in a local that `xs = push(xs, x)` appends to, as compiled
+/// code last saw it; `NOT_NATIVE` (no room) when the list is not native or not seen yet
+/// (a parameter), which sends the next append to the runtime. It stays true while the
+/// local holds the same list: only an append through this local can change a list it
+/// holds alone (anyone else's append finds the list shared and copies it); every
+/// assignment to the local and every append the runtime makes reads it again.
+///
+/// Only the length is kept in a register: it is what each append reads and writes, and
+/// reading it back from memory would chain every iteration through a store and a load.
+/// The buffer and the capacity are read from the object (they change only when the
+/// runtime appends): a loop keeps its counters in the few callee-saved registers then.
 #[derive(Clone, Copy)]
 pub(super) struct Appender {
-    pub(super) items: Variable,
     pub(super) len: Variable,
-    pub(super) cap: Variable,
 }
+
+/// The length an `Appender` holds for a list that is not native.
+pub(super) const NOT_NATIVE: i64 = -1;
 
 impl<'a, 'b> FnCg<'a, 'b> {
     /// The address of pin `pin` (see `abi::Pin`): entry `i` of the running program's
@@ -193,6 +201,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             callees,
             vars: Vec::new(),
             cross: HashMap::new(),
+            unwind_exit: None,
             values: HashMap::new(),
             blocks: Vec::new(),
             iterations: None,

@@ -5,7 +5,7 @@
 //!
 //! Two caches in registers, both sound because only the sole holder of a list may change
 //! it: a `for` loop's hidden list local keeps its buffer (`FnCg::buffers`), and a
-//! variable appended to keeps its list's buffer, length and capacity (`Appender`),
+//! variable appended to keeps its list's length (`Appender`),
 //! forgotten on every assignment and every append the runtime makes.
 
 use cranelift_codegen::ir as clif;
@@ -16,13 +16,14 @@ use cranelift_frontend::Variable;
 use ir::{Op, SrcSpan, Type};
 
 use super::I64;
-use super::function::{Appender, FnCg};
+use super::function::{Appender, FnCg, NOT_NATIVE};
 use crate::heap::layout;
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
-    /// Declares the register caches: the parts of the lists in locals appended to in
-    /// place, and the buffers of the lists `for` loops walk, all `zero` at first.
+    /// Declares the register caches: the lengths of the lists in locals appended to in
+    /// place (not native at first), and the buffers of the lists `for` loops walk
+    /// (`zero` at first).
     pub(super) fn declare_list_caches(&mut self, zero: clif::Value) {
         for block in &self.f.blocks {
             for inst in &block.insts {
@@ -31,12 +32,10 @@ impl FnCg<'_, '_> {
                         self.loaded_from.insert(*id, *local);
                     }
                     (Op::PushInPlace(local, _), _) if !self.appenders.contains_key(local) => {
-                        let [items, len, cap] = [(); 3].map(|_| {
-                            let v = self.b.declare_var(I64);
-                            self.b.def_var(v, zero);
-                            v
-                        });
-                        self.appenders.insert(*local, Appender { items, len, cap });
+                        let len = self.b.declare_var(I64);
+                        let not_native = self.iconst(NOT_NATIVE);
+                        self.b.def_var(len, not_native);
+                        self.appenders.insert(*local, Appender { len });
                     }
                     _ => {}
                 }
@@ -199,16 +198,18 @@ impl FnCg<'_, '_> {
         let slow = self.b.create_block();
         let done = self.b.create_block();
         if let Some(cache) = self.appenders.get(&local).copied() {
-            // Room first: a list that is not native has no room here (see `Appender`),
-            // and then the reference count is that of a native list.
+            // A list that is not native goes to the runtime first (see `Appender`); the
+            // capacity and the reference count are then those of a native list.
             let len = self.b.use_var(cache.len);
-            let cap = self.b.use_var(cache.cap);
+            let native = self.b.ins().icmp_imm_s(IntCC::NotEqual, len, NOT_NATIVE);
+            self.continue_if(native, slow);
+            let cap = self.list_field(list, layout::CAP);
             let room = self.b.ins().icmp(IntCC::UnsignedLessThan, len, cap);
             self.continue_if(room, slow);
             let count = self.list_field(list, layout::COUNT);
             let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
             self.continue_if(unique, slow);
-            let items = self.b.use_var(cache.items);
+            let items = self.list_field(list, layout::ITEMS);
             let offset = self.b.ins().ishl_imm_u(len, 3);
             let at = self.b.ins().iadd(items, offset);
             self.b.ins().store(MemFlags::trusted(), item, at, 0);
@@ -296,27 +297,19 @@ impl FnCg<'_, '_> {
     }
 
     pub(super) fn see_native_list(&mut self, cache: Appender, list: clif::Value) {
-        for (v, offset) in [
-            (cache.items, layout::ITEMS),
-            (cache.len, layout::LEN),
-            (cache.cap, layout::CAP),
-        ] {
-            let x = self.list_field(list, offset);
-            self.b.def_var(v, x);
-        }
+        let len = self.list_field(list, layout::LEN);
+        self.b.def_var(cache.len, len);
     }
 
-    /// The variable of `local` now holds `list`: its parts, if it is native, or no room.
+    /// The variable of `local` now holds `list`: its length, if it is native.
     pub(super) fn see_appender_list(&mut self, local: u32, list: clif::Value) {
         let Some(cache) = self.appenders.get(&local).copied() else {
             return;
         };
         let other = self.b.create_block();
         let done = self.b.create_block();
-        let zero = self.iconst(0);
-        for v in [cache.items, cache.len, cache.cap] {
-            self.b.def_var(v, zero);
-        }
+        let not_native = self.iconst(NOT_NATIVE);
+        self.b.def_var(cache.len, not_native);
         self.when_native_list(list, other);
         self.see_native_list(cache, list);
         self.b.ins().jump(done, &[]);

@@ -4,7 +4,10 @@
 //! - `heap`: heap objects, native lists and the words compiled code passes, with the
 //!   crate's safety contract (layout, ownership, who frees, what compiled code may
 //!   assume) at its top;
-//! - `code`: calling a compiled function through its trampoline.
+//! - `code`: calling a compiled function through its trampoline;
+//! - `alloc`: the allocator of processes that run programs (mimalloc for small blocks,
+//!   the system's for large ones, which it grows without copying).
 
+pub mod alloc;
 pub mod code;
 pub mod heap;

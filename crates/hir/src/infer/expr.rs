@@ -10,7 +10,7 @@ use crate::body::Resolution;
 use crate::builtins::Builtin;
 use crate::defs::{alias_def, struct_def};
 use crate::diagnostics as diag;
-use crate::items::ItemKind;
+use crate::items::{Item, ItemKind};
 use crate::resolve::{TypeDef, closest};
 use crate::ty::Ty;
 
@@ -356,20 +356,7 @@ impl<'a, 'db> Checker<'a, 'db> {
                     self.operands_mismatch(span, op, &l, &r);
                     return Ty::Bool;
                 }
-                let comparable = matches!(
-                    self.shallow(&l),
-                    Ty::I32
-                        | Ty::I64
-                        | Ty::F64
-                        | Ty::Bool
-                        | Ty::String
-                        | Ty::Enum(_)
-                        | Ty::Unit
-                        | Ty::Error
-                        | Ty::Never
-                        | Ty::Var(_)
-                );
-                if !comparable {
+                if !self.equatable(&l, &mut Vec::new()) {
                     self.operands_mismatch(span, op, &l, &r);
                 }
                 Ty::Bool
@@ -393,6 +380,38 @@ impl<'a, 'db> Checker<'a, 'db> {
                 let r = self.infer(rhs, Some(&l));
                 self.arithmetic(span, op, &l, &r)
             }
+        }
+    }
+
+    /// Whether `==` and `!=` take values of `t`: scalars, strings, enums and `Json`, and
+    /// lists, options and structs of such values, compared structurally. A context or a
+    /// tool anywhere inside has no equality. `seen` holds the structs being looked at,
+    /// so a struct that holds itself through a list is looked at once.
+    fn equatable(&self, t: &Ty<'db>, seen: &mut Vec<Item<'db>>) -> bool {
+        match self.shallow(t) {
+            Ty::I32
+            | Ty::I64
+            | Ty::F64
+            | Ty::Bool
+            | Ty::String
+            | Ty::Json
+            | Ty::Enum(_)
+            | Ty::Unit
+            | Ty::Error
+            | Ty::Never
+            | Ty::Var(_) => true,
+            Ty::List(e) | Ty::Option(e) => self.equatable(&e, seen),
+            Ty::Struct(item) => {
+                if seen.contains(&item) {
+                    return true;
+                }
+                seen.push(item);
+                struct_def(self.db, item)
+                    .fields
+                    .iter()
+                    .all(|f| self.equatable(&f.ty, seen))
+            }
+            Ty::Tool | Ty::Context | Ty::Param(_) => false,
         }
     }
 

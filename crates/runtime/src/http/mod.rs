@@ -287,7 +287,7 @@ impl HttpTransport {
                         Outcome::Other
                     });
                     let hint = retry_after(response.headers());
-                    let message = error_message(response).await;
+                    let (message, param) = error_message(response).await;
                     // A server error that names the shape of the request (its
                     // `response_format`, schema, tools, grammar) will come again for the
                     // same request: it is not retried, so the caller can change it.
@@ -295,11 +295,12 @@ impl HttpTransport {
                     let retryable = matches!(status, 408 | 409 | 429)
                         || (status >= 500
                             && !matches!(status, 501 | 505)
-                            && !names_request_shape(&message));
+                            && !names_request_shape(&message, param.as_deref()));
                     if !retryable || retries >= self.config.max_retries {
                         return Err(ProviderError::Http {
                             status,
                             message,
+                            param,
                             retries,
                         });
                     }
@@ -410,20 +411,33 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The error message of a provider's error body: `{"error": {"message": …}}` in both
-/// OpenAI's and Anthropic's protocols, else the text.
-async fn error_message(response: Response) -> String {
+/// OpenAI's and Anthropic's protocols, else the text; and the request field the error
+/// names (OpenAI's `{"error": {"param": "response_format"}}`), if any.
+async fn error_message(response: Response) -> (String, Option<String>) {
     let text = response.text().await.unwrap_or_default();
+    error_body(text)
+}
+
+fn error_body(text: String) -> (String, Option<String>) {
     match serde_json::from_str::<JsonValue>(&text) {
-        Ok(json) => json
-            .pointer("/error/message")
-            .or_else(|| json.get("error"))
-            .or_else(|| json.get("message"))
-            .and_then(|m| {
-                m.as_str()
-                    .map(str::to_owned)
-                    .or_else(|| Some(m.to_string()))
-            })
-            .unwrap_or(text),
+        Ok(json) => {
+            let param = json
+                .pointer("/error/param")
+                .and_then(JsonValue::as_str)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned);
+            let message = json
+                .pointer("/error/message")
+                .or_else(|| json.get("error"))
+                .or_else(|| json.get("message"))
+                .and_then(|m| {
+                    m.as_str()
+                        .map(str::to_owned)
+                        .or_else(|| Some(m.to_string()))
+                })
+                .unwrap_or(text);
+            (message, param)
+        }
         Err(_) if looks_like_html(&text) => {
             let title = text
                 .find("<title>")
@@ -433,12 +447,13 @@ async fn error_message(response: Response) -> String {
                         .map(|end| rest[..end].trim().to_owned())
                 })
                 .filter(|t| !t.is_empty());
-            format!(
+            let message = format!(
                 "an HTML page{} instead of an API answer: is the base URL the API's address (usually ending in `/v1`)?",
                 title.map_or(String::new(), |t| format!(" (\"{t}\")"))
-            )
+            );
+            (message, None)
         }
-        Err(_) => text.chars().take(500).collect(),
+        Err(_) => (text.chars().take(500).collect(), None),
     }
 }
 
@@ -447,18 +462,24 @@ fn looks_like_html(text: &str) -> bool {
     start.starts_with("<!doctype html") || start.starts_with("<html")
 }
 
-/// Whether an error message is about how the request asked for the answer's shape: a
-/// server that cannot do `response_format`, a schema, tools or a grammar says so.
-pub fn names_request_shape(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    [
+/// Whether an error is about how the request asked for the answer's shape: a server
+/// that cannot do `response_format`, a schema, tools or a grammar says so in its
+/// message, or names the field in the error's `param`, or names the form itself
+/// (`json_object is not supported`).
+pub fn names_request_shape(message: &str, param: Option<&str>) -> bool {
+    const SHAPE_WORDS: [&str; 8] = [
         "response_format",
         "json_schema",
+        "json_object",
         "schema",
         "grammar",
         "tool_choice",
         "tools",
-    ]
-    .iter()
-    .any(|w| m.contains(w))
+        "functions",
+    ];
+    let m = message.to_ascii_lowercase();
+    let p = param.unwrap_or_default().to_ascii_lowercase();
+    SHAPE_WORDS
+        .iter()
+        .any(|w| m.contains(w) || p.split(['.', '[']).next() == Some(*w))
 }

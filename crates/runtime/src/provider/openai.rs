@@ -259,9 +259,12 @@ impl OpenAiProvider {
         loop {
             match self.send(request, rung).await {
                 Err(ProviderError::Http {
-                    status, message, ..
+                    status,
+                    message,
+                    param,
+                    ..
                 }) if matches!(status, 400 | 415 | 422 | 500 | 501)
-                    && names_request_shape(&message)
+                    && names_request_shape(&message, param.as_deref())
                     && self.config.structured.is_none()
                     && rung != Structured::Prompt =>
                 {
@@ -550,6 +553,10 @@ async fn read_stream(
                 return Err(ProviderError::Http {
                     status: 200,
                     message: message.to_owned(),
+                    param: event
+                        .pointer("/error/param")
+                        .and_then(JsonValue::as_str)
+                        .map(str::to_owned),
                     retries: 0,
                 });
             }
