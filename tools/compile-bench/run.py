@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The compile-time benchmark: whole `sapc` processes on generated programs of n small
-functions (see gen.py), side by side in one run.
+functions in two shapes (see gen.py: `tree`, functions calling each other; `wide`, one
+`main` calling each in turn), side by side in one run.
 
 For each size it times, best of --runs: `sapc check`; `sapc run` cold (an empty build
 cache); `sapc build`; `sapc run` from the build cache. With --baseline OTHER_SAPC the
 same commands of another build of sapc run in the same loop, for a before/after table.
 
     cargo build --release -p sapc
-    tools/compile-bench/run.py [--runs 7] [--baseline /path/to/old/sapc]
+    tools/compile-bench/run.py [--runs 7] [--baseline /path/to/old/sapc] [--shapes tree,wide]
 """
 import argparse
 import os
@@ -19,7 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen import program  # noqa: E402
+from gen import SHAPES, program  # noqa: E402
 
 SIZES = [500, 1000, 2000]
 
@@ -62,35 +63,40 @@ def main():
     parser.add_argument("--sapc", default=os.path.join(HERE, "../../target/release/sapc"))
     parser.add_argument("--baseline")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--shapes", default=",".join(SHAPES))
     args = parser.parse_args()
+    shapes = args.shapes.split(",")
     builds = [("sapc", os.path.abspath(args.sapc))]
     if args.baseline:
         builds.insert(0, ("baseline", os.path.abspath(args.baseline)))
     scratch = tempfile.mkdtemp(prefix="sap-compile-bench-")
     try:
         rows = []
-        for n in SIZES:
-            directory = os.path.join(scratch, f"n{n}")
-            os.makedirs(directory)
-            path = os.path.join(directory, "program.sap")
-            text = program(n)
-            with open(path, "w") as f:
-                f.write(text)
-            lines = text.count("\n")
-            for name, sapc in builds:
-                best = measure(sapc, path, args.runs, os.path.join(scratch, f"{name}-{n}"))
-                rows.append((name, n, lines, best))
+        for shape in shapes:
+            for n in SIZES:
+                directory = os.path.join(scratch, f"{shape}-n{n}")
+                os.makedirs(directory)
+                path = os.path.join(directory, "program.sap")
+                text = program(n, shape)
+                with open(path, "w") as f:
+                    f.write(text)
+                lines = text.count("\n")
+                for name, sapc in builds:
+                    cache = os.path.join(scratch, f"{name}-{shape}-{n}")
+                    best = measure(sapc, path, args.runs, cache)
+                    rows.append((name, shape, n, lines, best))
         print(f"best of {args.runs} runs, milliseconds, whole processes\n")
-        print("| build | n (lines) | `sapc check` | `sapc run` cold | `sapc build` | `sapc run` from the cache |")
-        print("|---|---|---|---|---|---|")
-        for name, n, lines, b in rows:
+        print("| build | shape | n (lines) | `sapc check` | `sapc run` cold | `sapc build` | `sapc run` from the cache |")
+        print("|---|---|---|---|---|---|---|")
+        for name, shape, n, lines, b in rows:
             print(
-                f"| {name} | {n} ({lines // 1000}k) | {b['check']:.0f} | {b['cold']:.0f} "
+                f"| {name} | {shape} | {n} ({lines // 1000}k) | {b['check']:.0f} | {b['cold']:.0f} "
                 f"| {b['build']:.0f} | {b['cached']:.0f} |"
             )
         for name, _ in builds:
-            cold = {n: b["cold"] for (bn, n, _, b) in rows if bn == name}
-            print(f"\n{name}: cold growth from 4k to 16k lines {cold[2000] / cold[500]:.2f}x")
+            for shape in shapes:
+                cold = {n: b["cold"] for (bn, sh, n, _, b) in rows if bn == name and sh == shape}
+                print(f"\n{name}, {shape}: cold growth from 4k to 16k lines {cold[2000] / cold[500]:.2f}x")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -337,11 +337,16 @@ impl Module {
     }
 
     /// The functions running `main` can reach: through calls, `parallel for` bodies, and
-    /// functions passed as tools (the `aot` executor calls them). In a module without
-    /// `main`, every function.
+    /// functions passed as tools (the `aot` executor calls them). In a module of tests
+    /// (no `main`), those its tests can reach, so `sapc test` with one test selected
+    /// compiles what that test needs; in a module with neither, every function.
     pub fn reachable(&self) -> Vec<bool> {
         match self.main {
             Some(main) => self.reachable_from(&[main]),
+            None if !self.tests.is_empty() => {
+                let roots: Vec<FuncId> = self.tests.iter().map(|t| t.function).collect();
+                self.reachable_from(&roots)
+            }
             None => vec![true; self.functions.len()],
         }
     }

@@ -129,31 +129,25 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
         if !has_tests(&text) {
             continue;
         }
-        let suite = match compile(&file)? {
-            Ok(suite) => suite,
+        let wanted = |name: &str| {
+            args.filter.as_ref().is_none_or(|f| {
+                if args.exact {
+                    name == f
+                } else {
+                    name.contains(f.as_str())
+                }
+            })
+        };
+        let suite = match compile(&file, wanted)? {
+            Ok(Some(suite)) => suite,
+            Ok(None) => continue,
             Err(_) => {
                 // The diagnostics were printed; the file's tests cannot run.
                 broken.push(file.display().to_string());
                 continue;
             }
         };
-        let selected: Vec<&ir::TestDef> = suite
-            .module
-            .tests
-            .iter()
-            .filter(|t| {
-                args.filter.as_ref().is_none_or(|f| {
-                    if args.exact {
-                        t.name == *f
-                    } else {
-                        t.name.contains(f.as_str())
-                    }
-                })
-            })
-            .collect();
-        if selected.is_empty() {
-            continue;
-        }
+        let selected: Vec<&ir::TestDef> = suite.module.tests.iter().collect();
         let (results, covered) = run_suite(args, &suite, &selected, &tokio, started)?;
         outcomes.extend(results);
         if args.coverage {
@@ -212,26 +206,36 @@ fn has_tests(text: &[u8]) -> bool {
         .any(|l| l.starts_with("test \"") || l.starts_with("test\t\""))
 }
 
-/// Checks, lowers (with the tests) and compiles one file; `Err` when it does not check
-/// (its diagnostics are printed).
-fn compile(file: &Path) -> Result<Result<Suite, u8>, String> {
+/// Checks and lowers one file with its tests, keeps the tests `wanted` names, and
+/// compiles what they reach (`ir::Module::reachable`): one selected test costs what it
+/// calls, not the whole file. `Ok(None)` when no test is wanted; `Err` when the file
+/// does not check (its diagnostics are printed).
+fn compile(
+    file: &Path,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Result<Option<Suite>, u8>, String> {
     let inputs = cache::Inputs::read(file)?;
     let program = match load_program(&inputs)? {
         Ok(p) => p,
         Err(code) => return Ok(Err(code)),
     };
-    let module = match compile_tests(&program)? {
-        Ok(m) => Arc::new(m),
+    let mut module = match compile_tests(&program)? {
+        Ok(m) => m,
         Err(code) => return Ok(Err(code)),
     };
+    module.tests.retain(|t| wanted(&t.name));
+    if module.tests.is_empty() {
+        return Ok(Ok(None));
+    }
+    let module = Arc::new(module);
     let native = codegen_jit::compile_native(&module)?;
     let program = codegen_jit::load(&native, module.clone())?;
-    Ok(Ok(Suite {
+    Ok(Ok(Some(Suite {
         file: file.to_owned(),
         texts: file_texts(&module, &inputs),
         module,
         program,
-    }))
+    })))
 }
 
 type Covered = BTreeMap<ir::SiteId, BTreeMap<String, u64>>;
