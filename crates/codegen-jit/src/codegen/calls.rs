@@ -123,30 +123,8 @@ impl FnCg<'_, '_> {
     /// return for the register allocator to place around).
     pub(super) fn unwind(&mut self, span: Option<SrcSpan>) {
         if self.scope().is_none() {
-            let function = self.f.name.clone();
-            let d = self.pin(Pin::Frame(FrameDesc {
-                function,
-                span: span_of(span, self.f),
-            }));
-            let (exit, new) = match self.unwind_exit {
-                Some(exit) => (exit, false),
-                None => {
-                    let exit = self.b.create_block();
-                    self.b.append_block_param(exit, I64);
-                    self.b.set_cold_block(exit);
-                    self.unwind_exit = Some(exit);
-                    (exit, true)
-                }
-            };
-            self.b.ins().jump(exit, &[d.into()]);
-            if new {
-                self.b.switch_to_block(exit);
-                let d = self.b.block_params(exit)[0];
-                self.call_env(Intr::Unwind, &[d]);
-                let zero = self.iconst(0);
-                let failed = self.iconst(1);
-                self.b.ins().return_(&[zero, failed]);
-            }
+            let frame = self.own_frame(span);
+            self.jump_to_unwind_exit(frame);
             return;
         }
         let mut frames = Vec::new();
@@ -165,6 +143,49 @@ impl FnCg<'_, '_> {
         let zero = self.iconst(0);
         let failed = self.iconst(1);
         self.b.ins().return_(&[zero, failed]);
+    }
+
+    /// The descriptor of this function's frame on the sap stack, at `span`.
+    fn own_frame(&mut self, span: Option<SrcSpan>) -> clif::Value {
+        let function = self.f.name.clone();
+        self.pin(Pin::Frame(FrameDesc {
+            function,
+            span: span_of(span, self.f),
+        }))
+    }
+
+    /// Ends the current block with a jump to the shared exit that records `frame` and
+    /// returns the error, made (after the jump) the first time.
+    fn jump_to_unwind_exit(&mut self, frame: clif::Value) {
+        let (exit, new) = self.shared_exit(|cg| &mut cg.unwind_exit, 1);
+        self.b.ins().jump(exit, &[frame.into()]);
+        if new {
+            self.b.switch_to_block(exit);
+            let frame = self.b.block_params(exit)[0];
+            self.call_env(Intr::Unwind, &[frame]);
+            let zero = self.iconst(0);
+            let failed = self.iconst(1);
+            self.b.ins().return_(&[zero, failed]);
+        }
+    }
+
+    /// The shared exit in `slot`, with `params` words as its parameters, and whether it
+    /// was made just now (then its code is still to be written).
+    fn shared_exit(
+        &mut self,
+        slot: impl Fn(&mut Self) -> &mut Option<clif::Block>,
+        params: usize,
+    ) -> (clif::Block, bool) {
+        if let Some(exit) = *slot(self) {
+            return (exit, false);
+        }
+        let exit = self.b.create_block();
+        for _ in 0..params {
+            self.b.append_block_param(exit, I64);
+        }
+        self.b.set_cold_block(exit);
+        *slot(self) = Some(exit);
+        (exit, true)
     }
 
     /// Fails with `kind` when `condition` is nonzero; the failure's message quotes the
@@ -218,8 +239,24 @@ impl FnCg<'_, '_> {
         self.b.set_cold_block(fail);
         let (a, b) = operands(self);
         let d = self.pin(Pin::Fail(FailDesc { kind, span }));
-        self.call_env(Intr::Fail, &[d, a, b]);
-        self.unwind(span);
+        if self.scope().is_some() {
+            self.call_env(Intr::Fail, &[d, a, b]);
+            self.unwind(span);
+        } else {
+            // Outside inlined code, one shared exit reports every failure of the
+            // function (see `unwind`).
+            let frame = self.own_frame(span);
+            let (exit, new) = self.shared_exit(|cg| &mut cg.fail_exit, 4);
+            self.b
+                .ins()
+                .jump(exit, &[d.into(), a.into(), b.into(), frame.into()]);
+            if new {
+                self.b.switch_to_block(exit);
+                let [d, a, b, frame] = [0, 1, 2, 3].map(|i| self.b.block_params(exit)[i]);
+                self.call_env(Intr::Fail, &[d, a, b]);
+                self.jump_to_unwind_exit(frame);
+            }
+        }
         self.b.switch_to_block(ok);
     }
 

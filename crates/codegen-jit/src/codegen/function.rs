@@ -47,6 +47,9 @@ pub(super) struct FnCg<'a, 'b> {
     /// The shared exit of the error paths outside inlined code (see `unwind`), once one
     /// needs it: it takes the frame's descriptor.
     pub(super) unwind_exit: Option<clif::Block>,
+    /// The shared exit of failing checks outside inlined code: it takes the failure's
+    /// descriptor, its two operands and the frame's descriptor.
+    pub(super) fail_exit: Option<clif::Block>,
     /// The local each `Load` reads, by the value it defines.
     pub(super) loaded_from: HashMap<u32, u32>,
     /// For the hidden local holding the list a `for` loop walks: a variable with the
@@ -202,6 +205,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             vars: Vec::new(),
             cross: HashMap::new(),
             unwind_exit: None,
+            fail_exit: None,
             values: HashMap::new(),
             blocks: Vec::new(),
             iterations: None,
