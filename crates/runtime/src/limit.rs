@@ -78,6 +78,9 @@ struct State {
     in_flight: usize,
     peak: usize,
     cuts: u32,
+    /// The most the limit may grow to: the user's limit or the default cap, or one for
+    /// a server that serves one request at a time (`one_at_a_time`).
+    cap: usize,
     start: usize,
 }
 
@@ -85,7 +88,6 @@ struct State {
 pub struct Limiter {
     permits: Semaphore,
     state: Mutex<State>,
-    cap: usize,
 }
 
 /// A request's place under the limit, held until it is dropped — for an answer, until
@@ -122,8 +124,8 @@ impl Limiter {
                 peak: 0,
                 cuts: 0,
                 start,
+                cap,
             }),
-            cap,
         }
     }
 
@@ -150,10 +152,29 @@ impl Limiter {
         LimitStats {
             limit: s.limit,
             start: s.start,
-            cap: self.cap,
+            cap: s.cap,
             peak: s.peak,
             cuts: s.cuts,
         }
+    }
+
+    /// How many requests are in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.state().in_flight
+    }
+
+    /// The server serves one request at a time (it cut a streamed answer when another
+    /// request came): the limit is one from now on, for the rest of the run.
+    pub fn one_at_a_time(&self) {
+        let mut s = self.state();
+        s.cap = 1;
+        s.target = 1.0;
+        s.slow_start = false;
+        self.resize(&mut s);
+        // The places not taken go now, not as they come back: a request sent again at
+        // once must wait for the one in flight.
+        let gone = self.permits.forget_permits(s.debt);
+        s.debt -= gone;
     }
 
     /// A place given back; one owed to a cut is forgotten instead.
@@ -202,7 +223,7 @@ impl Limiter {
                     }
                 } else {
                     let step = if s.slow_start { 1.0 } else { 1.0 / s.target };
-                    s.target = (s.target + step).min(self.cap as f64);
+                    s.target = (s.target + step).min(s.cap as f64);
                     self.resize(&mut s);
                 }
             }
@@ -225,7 +246,7 @@ impl Limiter {
 
     /// Brings the semaphore to the target's whole part.
     fn resize(&self, s: &mut State) {
-        let want = (s.target.floor() as usize).clamp(1, self.cap);
+        let want = (s.target.floor() as usize).clamp(1, s.cap);
         if want > s.limit {
             let mut more = want - s.limit;
             let paid = more.min(s.debt);

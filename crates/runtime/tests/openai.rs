@@ -731,6 +731,55 @@ async fn a_cut_stream_is_asked_again_unstreamed() {
     assert_eq!(streamed, vec![true, false, false]);
 }
 
+/// A server that serves one request at a time and cuts the stream of a request that
+/// comes while it is busy (as llama-cpp-python's does to the answer it was writing):
+/// the client sends one request at a time from then on, still streamed (so the runaway
+/// stop keeps working), and every call is answered.
+#[tokio::test]
+async fn a_server_that_cuts_streams_under_concurrency_gets_one_request_at_a_time() {
+    let busy_until = Arc::new(std::sync::Mutex::new(Instant::now()));
+    let server = MockServer::start(move |request, _| {
+        assert_eq!(request.json()["stream"], true, "asked unstreamed");
+        let now = Instant::now();
+        let mut busy = busy_until.lock().unwrap();
+        if now < *busy {
+            return Reply::Events {
+                events: vec![
+                    json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] })
+                        .to_string(),
+                    "[DONE]".to_owned(),
+                ],
+                delay: Duration::ZERO,
+            };
+        }
+        *busy = now + Duration::from_millis(150);
+        Reply::Events {
+            events: vec![
+                json!({ "choices": [{ "index": 0, "delta": { "content": "{\"value\": \"whole\"}" } }] })
+                    .to_string(),
+                json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }] })
+                    .to_string(),
+                "[DONE]".to_owned(),
+            ],
+            delay: Duration::from_millis(150),
+        }
+    })
+    .await;
+    let rt = runtime(Arc::new(
+        OpenAiProvider::new(openai_config(&server, true)).unwrap(),
+    ));
+    let (site, context) = (site("f"), Context::new());
+    let ask = || rt.produce(&site, &context, "f", &TypeDesc::String);
+    let (a, b, c) = tokio::join!(ask(), ask(), ask());
+    for answer in [a, b, c] {
+        assert_eq!(answer.unwrap(), Value::str("whole"));
+    }
+    // Three answered, and the two cut sent again: no request more, none unstreamed.
+    assert_eq!(server.requests().len(), 5);
+    let later = ask().await.unwrap();
+    assert_eq!(later, Value::str("whole"));
+}
+
 /// A `select` answer whose clause is wrong is sent back with what is wrong in that
 /// clause, not "valid under none of the clauses".
 #[tokio::test]

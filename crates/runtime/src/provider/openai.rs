@@ -337,25 +337,49 @@ impl OpenAiProvider {
         self.config.stream && !self.unstreamed.load(Ordering::Relaxed)
     }
 
-    /// Sends `request` on `rung`; a stream the server cuts is sent again unstreamed, and
-    /// the run stops streaming to that server.
+    /// Sends `request` on `rung`. A stream the server cuts while other requests are in
+    /// flight is the mark of a server that serves one request at a time and drops the
+    /// answer it was writing when the next comes (llama-cpp-python's): requests then go
+    /// one at a time, still streamed, so the runaway stop keeps working. A stream cut
+    /// with nothing else in flight is sent again unstreamed, and the run stops streaming
+    /// to that server.
     async fn send(
         &self,
         request: &LlmRequest,
         rung: Structured,
     ) -> Result<LlmResponse, ProviderError> {
-        match self.send_once(request, rung).await? {
-            Some(response) => Ok(response),
-            None => {
-                if !self.unstreamed.swap(true, Ordering::Relaxed) && self.config.announce {
-                    eprintln!(
-                        "note: {} ({}) cut a streamed answer short; asking again without streaming, for the rest of the run",
-                        self.config.base_url, self.config.model
-                    );
+        // Each cut under concurrency waits for the requests in flight; a server that
+        // cuts even so is asked unstreamed after a few.
+        const CROWDED_CUTS: usize = 8;
+        let limiter = &self.transport.limiter;
+        let mut crowded = 0;
+        loop {
+            if let Some(response) = self.send_once(request, rung).await? {
+                return Ok(response);
+            }
+            if !self.streams() {
+                return Err(ProviderError::Protocol(
+                    "the server cut an answer short".to_owned(),
+                ));
+            }
+            if limiter.in_flight() > 0 && crowded < CROWDED_CUTS {
+                crowded += 1;
+                if limiter.stats().cap > 1 {
+                    limiter.one_at_a_time();
+                    if self.config.announce {
+                        eprintln!(
+                            "note: {} ({}) cut a streamed answer when another request came; sending one request at a time, for the rest of the run",
+                            self.config.base_url, self.config.model
+                        );
+                    }
                 }
-                self.send_once(request, rung).await?.ok_or_else(|| {
-                    ProviderError::Protocol("the server cut an answer short".to_owned())
-                })
+                continue;
+            }
+            if !self.unstreamed.swap(true, Ordering::Relaxed) && self.config.announce {
+                eprintln!(
+                    "note: {} ({}) cut a streamed answer short; asking again without streaming, for the rest of the run",
+                    self.config.base_url, self.config.model
+                );
             }
         }
     }
