@@ -10,7 +10,7 @@ use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData, StackSlotKind};
 use cranelift_frontend::{FunctionBuilder, Variable};
-use ir::{Function, Module, SrcSpan, Terminator, Type};
+use ir::{Const, Function, Module, Op, SrcSpan, Terminator, Type};
 
 use super::I64;
 use super::inline::{InlineScope, Inlined};
@@ -422,6 +422,9 @@ impl<'a, 'b> FnCg<'a, 'b> {
                         self.fail_if(none, FailKind::Iterations, Some(span), left, left);
                         let fewer = self.b.ins().iadd_imm_s(left, -1);
                         self.b.def_var(var, fewer);
+                        if self.test_again(*t)? {
+                            continue;
+                        }
                     }
                     let target = self.blocks[*t as usize];
                     self.b.ins().jump(target, &[]);
@@ -462,6 +465,45 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
         self.b.seal_all_blocks();
         Ok(())
+    }
+
+    /// At the end of a loop's iteration: when the loop's head only tests a condition on
+    /// numbers (`i < n`), the test is made here again and branches straight to the body
+    /// or the exit, so an iteration takes one branch instead of a jump back to the
+    /// head and a branch there (Cranelift does not rotate loops). Whether it did.
+    fn test_again(&mut self, head: u32) -> Result<bool, String> {
+        /// Instructions a head may have and be copied.
+        const MOST: usize = 8;
+        let block = &self.f.blocks[head as usize];
+        let Terminator::Branch(c, then, otherwise) = block.term else {
+            return Ok(false);
+        };
+        let simple = block.insts.len() <= MOST
+            && block.insts.iter().all(|inst| {
+                let scalar = inst.dest.as_ref().is_some_and(|(_, ty)| !ty.is_heap());
+                scalar
+                    && matches!(
+                        &inst.op,
+                        Op::Load(_)
+                            | Op::Const(Const::Int(_) | Const::Bool(_))
+                            | Op::Binary(..)
+                            | Op::Unary(..)
+                    )
+            });
+        if !simple {
+            return Ok(false);
+        }
+        for inst in &block.insts {
+            self.current_dest = inst.dest.as_ref().map_or(u32::MAX, |d| d.0);
+            let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
+            if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
+                self.define(*id, ty, v);
+            }
+        }
+        let c = self.value(c);
+        let (then, otherwise) = (self.blocks[then as usize], self.blocks[otherwise as usize]);
+        self.b.ins().brif(c, then, &[], otherwise, &[]);
+        Ok(true)
     }
 
     pub(super) fn value_type(&self, id: u32) -> Option<&Type> {
