@@ -554,8 +554,14 @@ async fn read_stream(
     let mut done = false;
     let mut checked = 0;
     while !done {
-        let Some(chunk) = response.chunk().await.map_err(|e| body_error(e, 0))? else {
-            break;
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            // A connection closed in the middle of the stream cut it as surely as an
+            // early `[DONE]` (llama-cpp-python's server does either when another request
+            // arrives); a stream that stalls is an error.
+            Err(e) if e.kind != crate::http::HttpErrorKind::Timeout => break,
+            Err(e) => return Err(body_error(e, 0)),
         };
         buffer.extend_from_slice(&chunk);
         while let Some(newline) = buffer.iter().position(|&b| b == b'\n') {
