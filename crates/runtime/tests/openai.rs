@@ -694,6 +694,17 @@ async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
     );
 }
 
+/// A stream that ends with `[DONE]` before any finish reason: cut short.
+fn cut_stream() -> Reply {
+    Reply::Events {
+        events: vec![
+            json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] }).to_string(),
+            "[DONE]".to_owned(),
+        ],
+        delay: Duration::ZERO,
+    }
+}
+
 /// A stream cut before the answer finished (no finish reason, though `[DONE]` may follow,
 /// as llama-cpp-python's server does when another request arrives) is asked again
 /// unstreamed, and the run stops streaming to that server.
@@ -701,14 +712,7 @@ async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
 async fn a_cut_stream_is_asked_again_unstreamed() {
     let server = MockServer::start(|request, _| {
         if request.json()["stream"] == true {
-            return Reply::Events {
-                events: vec![
-                    json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] })
-                        .to_string(),
-                    "[DONE]".to_owned(),
-                ],
-                delay: Duration::ZERO,
-            };
+            return cut_stream();
         }
         Reply::json(completion(r#"{"value": "whole"}"#))
     })
@@ -820,14 +824,7 @@ async fn a_server_that_cuts_streams_under_concurrency_gets_one_request_at_a_time
         let now = Instant::now();
         let mut busy = busy_until.lock().unwrap();
         if now < *busy {
-            return Reply::Events {
-                events: vec![
-                    json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] })
-                        .to_string(),
-                    "[DONE]".to_owned(),
-                ],
-                delay: Duration::ZERO,
-            };
+            return cut_stream();
         }
         *busy = now + Duration::from_millis(150);
         Reply::Events {

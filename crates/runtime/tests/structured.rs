@@ -60,6 +60,15 @@ async fn ask(provider: &Arc<OpenAiProvider>) -> Value {
         .unwrap()
 }
 
+/// Asks once through a provider of its own, for an answer that must fail.
+async fn ask_failing(server: &MockServer) -> runtime::RuntimeError {
+    let provider = Arc::new(OpenAiProvider::new(config(server)).unwrap());
+    runtime(provider)
+        .produce(&site("count"), &Context::new(), "count", &TypeDesc::I64)
+        .await
+        .unwrap_err()
+}
+
 fn rungs(server: &MockServer) -> Vec<&'static str> {
     server
         .requests()
@@ -164,11 +173,7 @@ async fn errors_a_rung_cannot_cure_do_not_step_down() {
         )
     })
     .await;
-    let provider = Arc::new(OpenAiProvider::new(config(&server)).unwrap());
-    let err = runtime(provider)
-        .produce(&site("count"), &Context::new(), "count", &TypeDesc::I64)
-        .await
-        .unwrap_err();
+    let err = ask_failing(&server).await;
     assert!(err.message.contains("HTTP 404"), "{}", err.message);
     assert_eq!(server.requests().len(), 1);
 }
@@ -187,11 +192,7 @@ async fn a_server_that_enforces_nothing_is_named_in_the_error() {
         Reply::json(completion("I think the number is seven."))
     })
     .await;
-    let provider = Arc::new(OpenAiProvider::new(config(&server)).unwrap());
-    let err = runtime(provider)
-        .produce(&site("count"), &Context::new(), "count", &TypeDesc::I64)
-        .await
-        .unwrap_err();
+    let err = ask_failing(&server).await;
     assert!(
         err.message.contains("enforced no schema") && err.message.contains("structured output"),
         "{}",
@@ -276,11 +277,7 @@ async fn a_param_outside_the_shape_does_not_step_down() {
         )
     })
     .await;
-    let provider = Arc::new(OpenAiProvider::new(config(&server)).unwrap());
-    let err = runtime(provider)
-        .produce(&site("count"), &Context::new(), "count", &TypeDesc::I64)
-        .await
-        .unwrap_err();
+    let err = ask_failing(&server).await;
     assert!(
         err.message.contains("maximum context length"),
         "{}",
