@@ -15,11 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../.."))
 PROGRAMS = os.path.join(ROOT, "tools/gate/programs")
+sys.path.insert(0, os.path.join(ROOT, "tools/compile-bench"))
+from run import timed  # noqa: E402
 
 SUM_LOOP = """fn main() -> () {
     let acc: i64 = 0
@@ -64,15 +65,6 @@ fn main() { println!("{}", fib(std::hint::black_box(30))); }""",
     println!("{}", dp[n - 1]);
 }""",
 }
-
-
-def timed(cmd, env):
-    start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    ms = (time.perf_counter() - start) * 1000
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr.decode()}")
-    return ms, done.stdout.strip()
 
 
 def main():
