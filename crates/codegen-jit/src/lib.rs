@@ -8,12 +8,15 @@
 //! - [`jit`]: the Cranelift backend, which compiles the IR to native code (what
 //!   `sapc run` uses), built from `heap` (objects and native lists: the one module that
 //!   reads raw pointers), `abi` (the `Env` and descriptors compiled code shares with the
-//!   runtime), `intrinsics` (the runtime functions compiled code calls, declared once)
-//!   and `codegen` (IR → Cranelift, for any `cranelift_module::Module`).
+//!   runtime), `intrinsics` (the runtime functions compiled code calls, declared once),
+//!   `codegen` (IR → Cranelift machine code, function by function) and [`link`] (the
+//!   functions laid out in one position-independent piece);
+//! - [`native_module`]: the build cache's file, whose code is mapped as it is.
 //!
-//! Layers point one way: `eval` → `ops`, `heap`, `host`; `jit` → `codegen` →
+//! Layers point one way: `eval` → `ops`, `heap`, `host`; `jit` → `link`, `codegen` →
 //! `intrinsics` → `abi`, `heap`, `ops`, `host`. `unsafe` is denied everywhere except
-//! `raw` (`raw::heap`, re-exported as `heap`, and `raw::code`, which calls compiled code).
+//! `raw` (`raw::heap`, re-exported as `heap`; `raw::code`, which calls compiled code;
+//! `raw::image`, which maps it; `raw::alloc`).
 
 #![deny(unsafe_code)]
 
@@ -23,6 +26,7 @@ pub mod eval;
 pub mod host;
 mod intrinsics;
 pub mod jit;
+pub mod link;
 mod jsonpath;
 pub mod native_module;
 mod ops;
@@ -35,7 +39,7 @@ use raw::heap;
 pub use codegen::NativeProgram;
 pub use eval::Evaluator;
 pub use host::{ExecError, Externs, Host, Limits, StackFrame, Tokio};
-pub use jit::{JitProgram, compile, compile_native, load, target};
+pub use jit::{JitProgram, MappedProgram, compile, compile_native, load, load_mapped, target};
 pub use raw::alloc::Allocator;
 
 /// The program's stack: 1 GiB reserved, committed as it is touched.

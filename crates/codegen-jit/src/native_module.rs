@@ -1,5 +1,7 @@
 //! The native module: a compiled program as the build cache stores it, so `sapc run`
-//! starts without parsing, checking, lowering or compiling. One file holds:
+//! starts without parsing, checking, lowering or compiling — and without linking: the
+//! code is stored laid out and linked (`link.rs`) at an offset that is a multiple of
+//! 4096, and loading maps it as it is. One file holds:
 //!
 //! | field | encoding |
 //! |---|---|
@@ -10,30 +12,36 @@
 //! | calls the model | u8 |
 //! | module | bytes: the IR without function bodies ([postcard]) |
 //! | pins | bytes: the descriptors and constants the code points at ([postcard]) |
-//! | functions | u32 count, then each: u32 declaration, u64 alignment, u32 frame size, bytes of machine code, u32 relocation count, relocations |
-//! | relocation | u32 offset, u8 kind, i64 addend, then the target: u8 0 + u32 namespace + u32 index (a declared function or a pin), u8 1 + string (a libcall), u8 2 + u32 offset (in the function itself) |
-//! | checksum | u64: FNV-1a of every byte before it |
+//! | sites | bytes: where the code can fail, and its frames ([postcard]; decoded when a run fails) |
+//! | frame | u32: the most stack one call of any function takes |
+//! | entries | u32 count, then a u32 per declared function: where it starts in the code, or `u32::MAX` |
+//! | code | u64 offset in the file (a multiple of 4096), u64 length; zeros up to the offset, then the code |
+//! | checksum | u64: [`checksum`] of every byte before it |
 //!
 //! Integers are little-endian; a string or byte run is a u32 length and the bytes.
 //!
 //! [postcard]: https://docs.rs/postcard (a compact serde format: the IR's own derives,
 //! a tenth of JSON's size and parse time)
-//! [`read`] trusts nothing: a wrong magic, version, identity or checksum, a truncated
-//! file, an unknown relocation, or one that would write outside its function or name
-//! something that is not there is an error, and the caller compiles from source
-//! instead. A file that passes is code this compiler wrote for this machine.
+//! [`read`] trusts nothing it does not check: a wrong magic, version, identity or
+//! checksum, a truncated file, entries that do not fit the module or start outside the
+//! code are errors, and the caller compiles from source instead. A file that passes is
+//! code this compiler wrote for this machine.
 
-use cranelift_codegen::binemit::Reloc;
-use cranelift_codegen::ir::LibCall;
-use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
+use std::fs::File;
 
-use crate::abi::Pin;
-use crate::codegen::{CompiledFunction, Layout, NativeProgram};
+use crate::abi::{Pin, Sites};
+use crate::codegen::{Layout, NativeProgram};
+use crate::jit::MappedProgram;
+use crate::link::{self, ABSENT};
+use crate::raw::image::{self, Image};
 
 const MAGIC: &[u8; 8] = b"SAPNATV1";
 
 /// The version of this layout; a file of another version is not read.
-pub const FORMAT: u32 = 5;
+pub const FORMAT: u32 = 6;
+
+/// Where code starts in the file is a multiple of this, so that it can be mapped.
+const PAGE: usize = 4096;
 
 /// What a native module file holds besides the code.
 pub struct NativeModule {
@@ -41,29 +49,19 @@ pub struct NativeModule {
     pub ir: ir::Module,
     /// Whether running `main` can reach a model call (`ir::Module::calls_model`).
     pub calls_model: bool,
-    pub program: NativeProgram,
+    pub program: MappedProgram,
 }
 
-/// The relocation kinds the format stores, with the bytes each one patches.
-const KINDS: &[(Reloc, u8, usize)] = &[
-    (Reloc::Abs4, 1, 4),
-    (Reloc::Abs8, 2, 8),
-    (Reloc::X86PCRel4, 3, 4),
-    (Reloc::X86CallPCRel4, 4, 4),
-    (Reloc::X86CallPLTRel4, 5, 4),
-    (Reloc::Arm64Call, 6, 4),
-];
-
-/// The file's bytes for `program`, compiled from `module`. Fails only on a relocation
-/// the format cannot store (Cranelift emits none of those for this code on x86-64 or
-/// AArch64).
+/// The file's bytes for `program`, compiled from `module`. Fails only when the code
+/// cannot be linked (`link::lay_out`).
 pub fn write(
     identity: &str,
     module: &ir::Module,
     program: &NativeProgram,
 ) -> Result<Vec<u8>, String> {
+    let laid = link::lay_out(program, module.functions.len())?;
     let meta = module.without_bodies();
-    let mut w = Writer(Vec::with_capacity(1 << 20));
+    let mut w = Writer(Vec::with_capacity(laid.code.len() + (1 << 20)));
     w.0.extend_from_slice(MAGIC);
     w.u32(FORMAT);
     w.str(identity);
@@ -71,52 +69,31 @@ pub fn write(
     w.0.push(u8::from(module.calls_model()));
     w.bytes(&postcard::to_allocvec(&meta).map_err(|e| e.to_string())?);
     w.bytes(&postcard::to_allocvec(&program.pins).map_err(|e| e.to_string())?);
-    w.u32(program.functions.len() as u32);
-    for f in &program.functions {
-        w.u32(f.decl);
-        w.u64(f.alignment);
-        w.u32(f.frame);
-        w.bytes(&f.code);
-        w.u32(f.relocs.len() as u32);
-        for r in &f.relocs {
-            let (_, code, _) = KINDS
-                .iter()
-                .find(|(k, _, _)| *k == r.kind)
-                .ok_or_else(|| format!("the relocation {:?} cannot be stored", r.kind))?;
-            w.u32(r.offset);
-            w.0.push(*code);
-            w.u64(r.addend as u64);
-            match &r.name {
-                ModuleRelocTarget::User { namespace, index } => {
-                    w.0.push(0);
-                    w.u32(*namespace);
-                    w.u32(*index);
-                }
-                ModuleRelocTarget::LibCall(call) => {
-                    w.0.push(1);
-                    w.str(&call.to_string());
-                }
-                ModuleRelocTarget::FunctionOffset(_, offset) => {
-                    w.0.push(2);
-                    w.u32(*offset);
-                }
-                other => return Err(format!("the relocation target {other:?} cannot be stored")),
-            }
-        }
+    w.bytes(&postcard::to_allocvec(&program.sites).map_err(|e| e.to_string())?);
+    w.u32(program.frame_bytes() as u32);
+    w.u32(laid.entries.len() as u32);
+    for e in &laid.entries {
+        w.u32(*e);
     }
+    let offset = (w.0.len() + 16).next_multiple_of(PAGE);
+    w.u64(offset as u64);
+    w.u64(laid.code.len() as u64);
+    w.0.resize(offset, 0);
+    w.0.extend_from_slice(&laid.code);
     let sum = checksum(&w.0);
     w.u64(sum);
     Ok(w.0)
 }
 
-/// Reads a file [`write`] made with the same `identity`. Whether its code suits this
-/// machine is `jit::load`'s check, as for any compiled program.
-pub fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
-    let body = bytes
-        .len()
-        .checked_sub(8)
-        .map(|n| &bytes[..n])
-        .ok_or("the file is truncated")?;
+/// Reads a file [`write`] made with the same `identity`, mapping its code. Whether the
+/// code suits this machine is `jit::load_mapped`'s check, as for any compiled program.
+pub fn read(file: &File, identity: &str) -> Result<NativeModule, String> {
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    if size < (MAGIC.len() + 8) as u64 {
+        return Err("the file is truncated".to_owned());
+    }
+    let bytes = image::map_file(file).map_err(|e| format!("cannot map the file: {e}"))?;
+    let body = &bytes[..bytes.len() - 8];
     let stored = u64::from_le_bytes(bytes[body.len()..].try_into().expect("8 bytes"));
     if !body.starts_with(MAGIC) {
         return Err("not a sap native module".to_owned());
@@ -135,139 +112,79 @@ pub fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
     if checksum(body) != stored {
         return Err("the checksum does not match: the file is damaged".to_owned());
     }
-    let written_for = r.str()?;
+    let target = r.str()?.to_owned();
     let calls_model = r.u8()? != 0;
     let ir: ir::Module = postcard::from_bytes(r.bytes()?).map_err(|e| format!("module: {e}"))?;
     let pins: Vec<Pin> = postcard::from_bytes(r.bytes()?).map_err(|e| format!("pins: {e}"))?;
-    let layout = Layout::new(ir.functions.len());
-    let declared = layout.declared;
+    let sites = Sites::encoded(r.bytes()?.to_vec());
+    let frame = r.u32()?;
+    if !(16..=1 << 26).contains(&frame) {
+        return Err(format!("a function has a frame of {frame} bytes"));
+    }
+    let declared = Layout::new(ir.functions.len()).declared;
     let count = r.u32()? as usize;
-    let mut functions = Vec::with_capacity(count.min(declared));
-    let mut defined = vec![false; declared];
-    for _ in 0..count {
-        let decl = r.u32()?;
-        let slot = defined
-            .get_mut(decl as usize)
-            .filter(|_| decl as usize >= layout.slow_paths)
-            .ok_or_else(|| format!("function {decl} is not one the module can define"))?;
-        if std::mem::replace(slot, true) {
-            return Err(format!("function {decl} is defined twice"));
-        }
-        let alignment = r.u64()?;
-        if !alignment.is_power_of_two() || alignment > 4096 {
-            return Err(format!("function {decl} has alignment {alignment}"));
-        }
-        let frame = r.u32()?;
-        if !(16..=1 << 26).contains(&frame) {
-            return Err(format!("function {decl} has a frame of {frame} bytes"));
-        }
-        let code = r.bytes()?.to_vec();
-        let n = r.u32()? as usize;
-        let mut relocs = Vec::with_capacity(n.min(code.len()));
-        for _ in 0..n {
-            let offset = r.u32()?;
-            let kind_code = r.u8()?;
-            let addend = r.u64()? as i64;
-            let (kind, width) = KINDS
-                .iter()
-                .find(|(_, c, _)| *c == kind_code)
-                .map(|(k, _, w)| (*k, *w))
-                .ok_or_else(|| format!("unknown relocation kind {kind_code}"))?;
-            if offset as usize + width > code.len() {
-                return Err(format!(
-                    "a relocation of function {decl} is outside its code"
-                ));
-            }
-            let name = match r.u8()? {
-                0 => {
-                    let (namespace, index) = (r.u32()?, r.u32()?);
-                    let known = match namespace {
-                        0 => (index as usize) < declared,
-                        1 => (index as usize) < pins.len(),
-                        _ => false,
-                    };
-                    if !known {
-                        return Err(format!("a relocation names {namespace}:{index}"));
-                    }
-                    ModuleRelocTarget::User { namespace, index }
-                }
-                1 => {
-                    let name = r.str()?;
-                    let call: LibCall = name
-                        .parse()
-                        .map_err(|_| format!("unknown libcall `{name}`"))?;
-                    ModuleRelocTarget::LibCall(call)
-                }
-                2 => {
-                    let at = r.u32()?;
-                    if at as usize >= code.len() {
-                        return Err(format!("a relocation of function {decl} points outside it"));
-                    }
-                    ModuleRelocTarget::FunctionOffset(FuncId::from_u32(decl), at)
-                }
-                other => return Err(format!("unknown relocation target {other}")),
-            };
-            relocs.push(ModuleReloc {
-                offset,
-                kind,
-                name,
-                addend,
-            });
-        }
-        functions.push(CompiledFunction {
-            decl,
-            alignment,
-            frame,
-            code,
-            relocs,
-        });
+    if count != declared {
+        return Err(format!("the file has {count} entries, not the {declared} of its module"));
     }
-    if r.at != r.bytes.len() {
-        return Err("the file has bytes after its functions".to_owned());
+    let entries = (0..count).map(|_| r.u32()).collect::<Result<Vec<u32>, String>>()?;
+    let offset = r.u64()?;
+    let len = r.u64()?;
+    let code_fits = offset % PAGE as u64 == 0
+        && offset >= r.at as u64
+        && offset.checked_add(len) == Some(body.len() as u64);
+    if !code_fits {
+        return Err(format!("the code ({len} bytes at {offset}) is not where it belongs"));
     }
-    // A call or address may only name an intrinsic (imported) or a function the file
-    // defines: the linker could not resolve anything else.
-    for f in &functions {
-        for reloc in &f.relocs {
-            if let ModuleRelocTarget::User {
-                namespace: 0,
-                index,
-            } = reloc.name
-                && index as usize >= layout.slow_paths
-                && !defined[index as usize]
-            {
-                return Err(format!(
-                    "function {} calls function {index}, which is not in the file",
-                    f.decl
-                ));
-            }
-        }
+    let (offset, len) = (offset as usize, len as usize);
+    if body[r.at..offset].iter().any(|&b| b != 0) {
+        return Err("the file has bytes before its code".to_owned());
     }
+    if let Some(f) = entries.iter().position(|&e| e != ABSENT && e as usize >= len) {
+        return Err(format!("function {f} starts outside the code"));
+    }
+    // Mapped as it is; copied where the file system does not let files be run (a cache
+    // on a `noexec` mount).
+    let image = Image::map(file, offset as u64, len)
+        .or_else(|_| Image::copy_of(&body[offset..]))
+        .map_err(|e| format!("cannot map the code: {e}"))?;
     Ok(NativeModule {
         ir,
         calls_model,
-        program: NativeProgram {
-            target: written_for.to_owned(),
-            functions,
+        program: MappedProgram {
+            target,
+            image,
+            entries,
+            frame,
             pins,
+            sites,
         },
     })
 }
 
-/// FNV-1a, 64 bits, eight bytes at a time folded in order: stable across Rust versions
-/// and fast enough for a few megabytes at start-up.
+/// A 64-bit checksum: FNV-1a over eight bytes at a time, in four interleaved lanes
+/// (each takes every fourth word) folded in order at the end, so that a few megabytes of
+/// code take a fraction of a millisecond. Stable across Rust versions.
 pub fn checksum(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut chunks = bytes.chunks_exact(8);
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut lanes = [0xcbf2_9ce4_8422_2325_u64; 4];
+    let mut chunks = bytes.chunks_exact(32);
     for chunk in &mut chunks {
-        hash ^= u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        for (lane, word) in lanes.iter_mut().zip(chunk.chunks_exact(8)) {
+            *lane ^= u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            *lane = lane.wrapping_mul(PRIME);
+        }
+    }
+    let mut hash = lanes[0];
+    for lane in &lanes[1..] {
+        hash ^= lane;
+        hash = hash.wrapping_mul(PRIME);
     }
     for b in chunks.remainder() {
         hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        hash = hash.wrapping_mul(PRIME);
     }
-    hash
+    hash ^= bytes.len() as u64;
+    hash.wrapping_mul(PRIME)
 }
 
 struct Writer(Vec<u8>);

@@ -135,17 +135,21 @@ fn fixtures() -> (test_support::Scratch, Vec<Fixture>) {
 #[derive(Clone, Copy, Debug)]
 enum Engine {
     Jit,
-    /// Compiled, written as the build cache's native module, read back and linked: the
+    /// Compiled, written as the build cache's native module, read back and mapped: the
     /// code `sapc run` loads after `sapc build`, run with the module it stores.
     Cached,
     Evaluator,
 }
 
 /// The native module of `module` as the build cache would store and read it back.
-fn through_the_cache(module: &Module) -> (Arc<Module>, codegen_jit::NativeProgram) {
+fn through_the_cache(module: &Module) -> (Arc<Module>, codegen_jit::MappedProgram) {
     let native = codegen_jit::compile_native(module).expect("the module compiles");
     let bytes = native_module::write("fixtures", module, &native).expect("the module is stored");
-    let read = native_module::read(&bytes, "fixtures").expect("the module reads back");
+    let dir = test_support::Scratch::new("fixture-cache");
+    let path = dir.join("entry.sapm");
+    std::fs::write(&path, bytes).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let read = native_module::read(&file, "fixtures").expect("the module reads back");
     assert_eq!(read.calls_model, module.calls_model());
     (Arc::new(read.ir), read.program)
 }
@@ -235,8 +239,9 @@ fn run(fixture: &Fixture, engine: Engine, tokio: &tokio::runtime::Runtime) -> Ou
             on_big_stack(|| program.run_main(&host))
         }
         Engine::Cached => {
-            let native = cached.expect("read back");
-            let program = codegen_jit::load(&native, host.module.clone()).expect("it links");
+            let mapped = cached.expect("read back");
+            let program =
+                codegen_jit::load_mapped(mapped, host.module.clone()).expect("it loads");
             on_big_stack(|| program.run_main(&host))
         }
         Engine::Evaluator => on_big_stack(|| Evaluator::new(&host).run_main()),

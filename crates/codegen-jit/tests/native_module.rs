@@ -1,13 +1,14 @@
 //! The build cache's native module format: a file this compiler wrote for this machine
 //! reads back and runs; anything else — damaged, truncated, foreign, of another format,
 //! or well-formed but naming what is not there — is refused with a reason, never
-//! linked and never a panic.
+//! mapped as code and never a panic.
 
 use std::sync::Arc;
 
-use codegen_jit::native_module::{self, FORMAT, checksum};
+use codegen_jit::native_module::{self, FORMAT, NativeModule, checksum};
 use codegen_jit::{Externs, Host, Limits, on_big_stack};
 use cranelift_module::{ModuleReloc, ModuleRelocTarget};
+use test_support::Scratch;
 
 fn module() -> ir::Module {
     let mut db = hir::Database::default();
@@ -27,6 +28,14 @@ fn stored() -> (ir::Module, Vec<u8>) {
     (module, bytes)
 }
 
+/// Reads `bytes` as a cache entry's file.
+fn read(bytes: &[u8], identity: &str) -> Result<NativeModule, String> {
+    let dir = Scratch::new("native-module");
+    let path = dir.join("entry.sapm");
+    std::fs::write(&path, bytes).unwrap();
+    native_module::read(&std::fs::File::open(&path).unwrap(), identity)
+}
+
 /// Replaces the checksum so that only the structure is judged.
 fn reseal(bytes: &mut Vec<u8>) {
     let n = bytes.len() - 8;
@@ -38,11 +47,11 @@ fn reseal(bytes: &mut Vec<u8>) {
 #[test]
 fn a_stored_module_reads_back_and_runs() {
     let (module, bytes) = stored();
-    let read = native_module::read(&bytes, "id").unwrap();
+    let read = read(&bytes, "id").unwrap();
     assert!(read.ir.functions.iter().all(|f| f.blocks.is_empty()));
     assert!(!read.calls_model);
     // `unused` is not reachable from `main`, so it was not compiled.
-    let defined = read.program.functions.len();
+    let defined = read.program.entries.iter().filter(|&&e| e != u32::MAX).count();
     let native = codegen_jit::compile_native(&module).unwrap();
     assert_eq!(defined, native.functions.len());
     let ir = Arc::new(read.ir);
@@ -56,7 +65,7 @@ fn a_stored_module_reads_back_and_runs() {
         Externs::default(),
         Limits::default(),
     );
-    let program = codegen_jit::load(&read.program, ir).unwrap();
+    let program = codegen_jit::load_mapped(read.program, ir).unwrap();
     let result = on_big_stack(|| program.run_main(&host)).unwrap();
     assert_eq!(result, runtime::Value::Int(147));
 }
@@ -68,24 +77,24 @@ fn damage_anywhere_is_refused() {
         let mut damaged = bytes.clone();
         damaged[at] ^= 0x40;
         assert!(
-            native_module::read(&damaged, "id").is_err(),
+            read(&damaged, "id").is_err(),
             "a flipped byte at {at} was not noticed"
         );
     }
     for len in (0..bytes.len()).step_by(61) {
-        assert!(native_module::read(&bytes[..len], "id").is_err());
+        assert!(read(&bytes[..len], "id").is_err());
     }
 }
 
 #[test]
 fn foreign_entries_are_refused_with_a_reason() {
     let (_, bytes) = stored();
-    let error = |b: &[u8], id: &str| native_module::read(b, id).err().unwrap();
+    let error = |b: &[u8], id: &str| read(b, id).err().unwrap();
     assert!(error(&bytes, "other").contains("another compiler"));
     // Code for another machine reads, but does not link.
-    let mut foreign = native_module::read(&bytes, "id").unwrap();
+    let mut foreign = read(&bytes, "id").unwrap();
     foreign.program.target = "riscv64 other".to_owned();
-    let linked = codegen_jit::load(&foreign.program, Arc::new(foreign.ir));
+    let linked = codegen_jit::load_mapped(foreign.program, Arc::new(foreign.ir));
     assert!(linked.err().unwrap().contains("not this machine"));
     let mut newer = bytes.clone();
     newer[8..12].copy_from_slice(&(FORMAT + 1).to_le_bytes());
@@ -106,8 +115,13 @@ fn relocations_that_point_outside_are_refused() {
             .expect("a function with a relocation");
         let len = f.code.len();
         edit(&mut f.relocs[0], len);
-        let bytes = native_module::write("id", &module, &native).unwrap();
-        native_module::read(&bytes, "id").err()
+        // Refused when linked, for the cache as for a run.
+        let refused = native_module::write("id", &module, &native).err();
+        assert_eq!(
+            refused,
+            codegen_jit::load(&native, Arc::new(module.clone())).err()
+        );
+        refused
     };
     assert!(
         outside(&|r, len| r.offset = len as u32 - 2)
@@ -120,13 +134,47 @@ fn relocations_that_point_outside_are_refused() {
             index: 1 << 20
         })
         .unwrap()
-        .contains("names 1:")
+        .contains("cannot be linked")
     );
     assert!(
         outside(&|r, _| r.name = ModuleRelocTarget::User {
             namespace: 0,
             index: 1 << 20
         })
-        .is_some()
+        .unwrap()
+        .contains("not in the program")
     );
+}
+
+/// The code has no absolute address in it: laid out twice, at two places, the bytes
+/// are the same, and the stored file holds no relocation at all.
+#[test]
+fn the_code_runs_wherever_it_is_mapped() {
+    let module = module();
+    let native = codegen_jit::compile_native(&module).unwrap();
+    let laid = codegen_jit::link::lay_out(&native, module.functions.len()).unwrap();
+    let (_, bytes) = stored();
+    let entry = read(&bytes, "id").unwrap();
+    assert_eq!(entry.program.image.bytes(), &laid.code[..]);
+    assert_eq!(entry.program.entries, laid.entries);
+}
+
+#[test]
+fn entries_outside_the_code_are_refused() {
+    let (_, bytes) = stored();
+    let len = read(&bytes, "id").unwrap().program.image.bytes().len();
+    let code_at = bytes.len() - 8 - len;
+    // The code's offset and length follow the entries: the last entry is the u32
+    // before them.
+    let mut place = (code_at as u64).to_le_bytes().to_vec();
+    place.extend_from_slice(&(len as u64).to_le_bytes());
+    let at = bytes[..code_at]
+        .windows(16)
+        .position(|w| w == place.as_slice())
+        .expect("the code's place in the header");
+    let mut edited = bytes.clone();
+    edited[at - 4..at].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    reseal(&mut edited);
+    let error = read(&edited, "id").err().unwrap();
+    assert!(error.contains("starts outside the code"), "{error}");
 }

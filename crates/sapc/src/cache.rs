@@ -1,6 +1,6 @@
 //! The build cache: `sapc build` compiles a program to native code and stores it as a
-//! native module (`codegen_jit::native_module`); `sapc run` links a fresh entry and
-//! skips parsing, checking, lowering and compiling.
+//! native module (`codegen_jit::native_module`); `sapc run` maps a fresh entry's code
+//! and skips parsing, checking, lowering, compiling and linking.
 //!
 //! An entry is `KEY.sapm`, where the key hashes what the code depends on: this compiler
 //! (its version and its executable's build time), the machine (target triple and CPU
@@ -184,12 +184,12 @@ fn entry(key: &str) -> PathBuf {
 /// that cannot be used.
 pub fn load(key: &str) -> Result<Option<NativeModule>, String> {
     let path = entry(key);
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    native_module::read(&bytes, key)
+    native_module::read(&file, key)
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -188,9 +188,9 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
                 let mut module = entry.ir;
                 inputs.name_files(&mut module);
                 let module = Arc::new(module);
-                // Linked here, so that an entry the linker refuses is one more reason
+                // Loaded here, so that an entry the loader refuses is one more reason
                 // to compile from source rather than an error.
-                match codegen_jit::load(&entry.program, module.clone()) {
+                match codegen_jit::load_mapped(entry.program, module.clone()) {
                     Ok(program) => cached = Some((module, entry.calls_model, program)),
                     Err(why) => cache_note = format!(" (the cache entry was not used: {why})"),
                 }
@@ -643,7 +643,13 @@ pub(crate) fn file_texts(
                 .iter()
                 .find(|(path, _)| path.display().to_string() == *name)
             {
-                return Some((name.clone(), String::from_utf8_lossy(bytes).into_owned()));
+                // Checked as UTF-8 first: much faster than the lossy conversion,
+                // which only a file that is not UTF-8 needs.
+                let text = match std::str::from_utf8(bytes) {
+                    Ok(text) => text.to_owned(),
+                    Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+                };
+                return Some((name.clone(), text));
             }
             hir::prelude_source(name).map(|text| (name.clone(), text.to_owned()))
         })

@@ -11,7 +11,7 @@ use super::function::{FnCg, span_of};
 use super::{I64, SLOW_PATHS};
 use crate::abi::{
     FailDesc, FailKind, FrameDesc, OFFSET_DEPTH, OFFSET_FAILED, OFFSET_ITERATIONS,
-    OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT, Pin,
+    OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT, Site,
 };
 use crate::intrinsics::Intr;
 
@@ -22,9 +22,11 @@ impl FnCg<'_, '_> {
     /// callee-saved registers, and the register allocator then spills it for the whole
     /// function, loops included (a load and a store per iteration).
     pub(super) fn call(&mut self, which: Intr, args: &[clif::Value]) -> Option<clif::Value> {
-        let r = self.callees.intrinsic(self.b.func, which);
+        let signature = self.callees.intrinsic(self.b.func, which);
+        let env = self.env();
+        let address = super::intrinsic_address(&mut self.b, env, which);
         self.save_iterations();
-        let inst = self.b.ins().call(r, args);
+        let inst = self.b.ins().call_indirect(signature, address, args);
         let result = self.b.inst_results(inst).first().copied();
         self.reload_iterations();
         result
@@ -137,7 +139,7 @@ impl FnCg<'_, '_> {
         }
         frames.push((self.f.name.clone(), span_of(at, self.f)));
         for (function, span) in frames {
-            let d = self.pin(Pin::Frame(FrameDesc { function, span }));
+            let d = self.site(Site::Frame(FrameDesc { function, span }));
             self.call_env(Intr::Unwind, &[d]);
         }
         let zero = self.iconst(0);
@@ -145,10 +147,10 @@ impl FnCg<'_, '_> {
         self.b.ins().return_(&[zero, failed]);
     }
 
-    /// The descriptor of this function's frame on the sap stack, at `span`.
+    /// The site of this function's frame on the sap stack, at `span`.
     fn own_frame(&mut self, span: Option<SrcSpan>) -> clif::Value {
         let function = self.f.name.clone();
-        self.pin(Pin::Frame(FrameDesc {
+        self.site(Site::Frame(FrameDesc {
             function,
             span: span_of(span, self.f),
         }))
@@ -238,7 +240,7 @@ impl FnCg<'_, '_> {
         self.b.switch_to_block(fail);
         self.b.set_cold_block(fail);
         let (a, b) = operands(self);
-        let d = self.pin(Pin::Fail(FailDesc { kind, span }));
+        let d = self.site(Site::Fail(FailDesc { kind, span }));
         if self.scope().is_some() {
             self.call_env(Intr::Fail, &[d, a, b]);
             self.unwind(span);
@@ -262,7 +264,7 @@ impl FnCg<'_, '_> {
 
     /// Fails with `kind` here, ending the block.
     pub(super) fn fail_now(&mut self, kind: FailKind, span: Option<SrcSpan>) {
-        let d = self.pin(Pin::Fail(FailDesc { kind, span }));
+        let d = self.site(Site::Fail(FailDesc { kind, span }));
         let zero = self.iconst(0);
         self.call_env(Intr::Fail, &[d, zero, zero]);
         self.unwind(span);

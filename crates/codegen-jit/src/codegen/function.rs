@@ -12,10 +12,10 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData
 use cranelift_frontend::{FunctionBuilder, Variable};
 use ir::{Const, Function, Module, Op, SrcSpan, Terminator, Type};
 
-use super::I64;
+use super::{I64, PinTable};
 use super::inline::{InlineScope, Inlined};
 use super::ownership::{borrowed_loads, cross_block_values};
-use crate::abi::{FailKind, OFFSET_PINS, Pin};
+use crate::abi::{FailKind, OFFSET_PINS, Pin, Site};
 use crate::intrinsics::Intr;
 
 pub(super) struct FnCg<'a, 'b> {
@@ -23,7 +23,7 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) module: &'a Module,
     pub(super) f: &'a Function,
     /// What the program's code points at, shared by all its functions.
-    pub(super) pins: &'a mut Vec<Pin>,
+    pub(super) pins: &'a mut PinTable,
     pub(super) callees: Callees<'a>,
     pub(super) vars: Vec<Variable>,
     /// Values used outside the block that defines them live in variables.
@@ -70,25 +70,27 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) twin: Option<(u32, u32)>,
 }
 
-/// What a function's code calls, declared in it.
 /// A function compiled code may call: its id in the module, its signature, and whether
-/// it is defined in the same module (a direct call) or imported (an intrinsic).
+/// it is defined in the same module (a direct call) or imported (an intrinsic, called
+/// through the intrinsic table rather than by name).
 pub(super) struct Callable {
     pub(super) id: cranelift_module::FuncId,
     pub(super) signature: clif::Signature,
     pub(super) colocated: bool,
 }
 
-/// What a function's code may call: the intrinsics (by `Intr`), the sap functions (by
-/// `FuncId`) and the adapters of `SLOW_PATHS` (in order). Each is declared in the
-/// function the first time its code calls it, so a function's size — and the time to
-/// compile it — does not grow with the number of functions in the program.
+/// What a function's code may call: the intrinsics (by `Intr`, through the table the
+/// `Env` points at), the sap functions (by `FuncId`) and the adapters of `SLOW_PATHS`
+/// (in order). Each is declared in the function the first time its code calls it, so a
+/// function's size — and the time to compile it — does not grow with the number of
+/// functions in the program.
 pub(super) struct Callees<'t> {
     pub(super) intrinsics: &'t [Callable],
     pub(super) functions: &'t [Callable],
     pub(super) slow_paths: &'t [Callable],
     pub(super) plains: &'t [Callable],
     declared: HashMap<(u8, usize), clif::FuncRef>,
+    signatures: HashMap<usize, clif::SigRef>,
 }
 
 impl<'t> Callees<'t> {
@@ -104,11 +106,18 @@ impl<'t> Callees<'t> {
             slow_paths,
             plains,
             declared: HashMap::new(),
+            signatures: HashMap::new(),
         }
     }
 
-    pub(super) fn intrinsic(&mut self, func: &mut clif::Function, which: Intr) -> clif::FuncRef {
-        self.declare(func, 0, which as usize)
+    /// The signature of intrinsic `which`, to call it through the intrinsic table (see
+    /// `intrinsic_address`).
+    pub(super) fn intrinsic(&mut self, func: &mut clif::Function, which: Intr) -> clif::SigRef {
+        let callable = &self.intrinsics[which as usize];
+        *self
+            .signatures
+            .entry(which as usize)
+            .or_insert_with(|| func.import_signature(callable.signature.clone()))
     }
 
     pub(super) fn function(&mut self, func: &mut clif::Function, id: u32) -> clif::FuncRef {
@@ -125,7 +134,6 @@ impl<'t> Callees<'t> {
 
     fn declare(&mut self, func: &mut clif::Function, table: u8, index: usize) -> clif::FuncRef {
         let callable = match table {
-            0 => &self.intrinsics[index],
             1 => &self.functions[index],
             2 => &self.slow_paths[index],
             _ => &self.plains[index],
@@ -180,8 +188,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
     /// The address of pin `pin` (see `abi::Pin`): entry `i` of the running program's
     /// pin table, which `Env::pins` points at.
     pub(super) fn pin(&mut self, pin: Pin) -> clif::Value {
-        let index = self.pins.len();
-        self.pins.push(pin);
+        let index = self.pins.pins.intern(pin);
         let flags = MemFlags::trusted().with_readonly();
         let env = self.env();
         let table = self.b.ins().load(I64, flags, env, OFFSET_PINS);
@@ -189,10 +196,16 @@ impl<'a, 'b> FnCg<'a, 'b> {
         self.b.ins().load(I64, flags, table, offset)
     }
 
+    /// The index of site `site` (see `abi::Site`), as a constant.
+    pub(super) fn site(&mut self, site: Site) -> clif::Value {
+        let index = self.pins.sites.intern(site);
+        self.iconst(index as i64)
+    }
+
     pub(super) fn new(
         b: FunctionBuilder<'b>,
         module: &'a Module,
-        pins: &'a mut Vec<Pin>,
+        pins: &'a mut PinTable,
         callees: Callees<'a>,
         inlined: &'a Inlined<'a>,
     ) -> Self {

@@ -40,7 +40,7 @@ use cranelift_codegen::isa::{CallConv, OwnedTargetIsa, TargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, ModuleReloc};
 
-use crate::abi::{OFFSET_DEPTH, OFFSET_MAX_DEPTH, OFFSET_OUT, Pin, Word};
+use crate::abi::{OFFSET_DEPTH, OFFSET_INTRINSICS, OFFSET_MAX_DEPTH, OFFSET_OUT, Pin, Site, Word};
 use crate::intrinsics::Intr;
 use function::{Callable, Callees, FnCg, import};
 
@@ -65,6 +65,8 @@ pub struct NativeProgram {
     pub functions: Vec<CompiledFunction>,
     /// What the code points at, by pin index.
     pub pins: Vec<Pin>,
+    /// Where the code can fail, by site index.
+    pub sites: Vec<Site>,
 }
 
 impl NativeProgram {
@@ -75,6 +77,40 @@ impl NativeProgram {
             .map(|f| f.frame as usize)
             .max()
             .unwrap_or(16)
+    }
+}
+
+/// The pins and sites of a program being compiled: each distinct one once, however
+/// many places point at it (an inlined function's checks and frames repeat in every
+/// copy).
+#[derive(Default)]
+pub(super) struct PinTable {
+    pins: Interned<Pin>,
+    sites: Interned<Site>,
+}
+
+struct Interned<T> {
+    list: Vec<T>,
+    index: std::collections::HashMap<T, usize>,
+}
+
+impl<T> Default for Interned<T> {
+    fn default() -> Self {
+        Interned {
+            list: Vec::new(),
+            index: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Interned<T> {
+    /// The index of `item`, added if new.
+    fn intern(&mut self, item: T) -> usize {
+        let next = self.list.len();
+        *self.index.entry(item).or_insert_with_key(|item| {
+            self.list.push(item.clone());
+            next
+        })
     }
 }
 
@@ -94,7 +130,6 @@ pub struct CompiledFunction {
 
 /// A function the code may call or define, in the order of [`declarations`].
 pub struct Declaration {
-    pub name: String,
     pub linkage: Linkage,
     pub signature: Signature,
 }
@@ -168,9 +203,9 @@ pub fn target_id(isa: &dyn TargetIsa) -> String {
     format!("{} {}", isa.triple(), flags.join(","))
 }
 
-/// Every function of a program of `ir`'s shape, in a fixed order ([`Layout`]): the same
-/// list when the program is compiled and when it is loaded, so a declaration's index is
-/// its `FuncId` in both.
+/// Every function of a program of `ir`'s shape, in a fixed order ([`Layout`]): a
+/// declaration's index is its `FuncId`, and its entry's index in the laid-out code
+/// (`link::Laid::entries`).
 pub fn declarations(isa: &dyn TargetIsa, ir: &ir::Module) -> Vec<Declaration> {
     let call_conv = isa.default_call_conv();
     let words = |params: usize, returns: usize| {
@@ -191,40 +226,35 @@ pub fn declarations(isa: &dyn TargetIsa, ir: &ir::Module) -> Vec<Declaration> {
         sig.params.extend(which.params().iter().map(word));
         sig.returns.extend(which.result().as_ref().map(word));
         out.push(Declaration {
-            name: which.symbol().to_owned(),
             linkage: Linkage::Import,
             signature: sig,
         });
     }
-    for i in 0..SLOW_PATHS.len() {
+    for _ in SLOW_PATHS {
         let mut sig = words(5, 0);
         sig.call_conv = CallConv::PreserveAll;
         out.push(Declaration {
-            name: format!("sap_slow_{i}"),
             linkage: Linkage::Local,
             signature: sig,
         });
     }
     // `fn(depth_left, params…) -> (result, failed)`, the `Env` in the pinned register.
-    for (i, f) in ir.functions.iter().enumerate() {
+    for f in &ir.functions {
         out.push(Declaration {
-            name: format!("sap_fn_{i}"),
             linkage: Linkage::Local,
             signature: words(1 + f.params.len(), 2),
         });
     }
     // `fn(env, args: *const i64) -> result`.
-    for i in 0..ir.functions.len() {
+    for _ in &ir.functions {
         out.push(Declaration {
-            name: format!("sap_tramp_{i}"),
             linkage: Linkage::Local,
             signature: words(2, 1),
         });
     }
     // The plain twins, with the functions' own signatures.
-    for (i, f) in ir.functions.iter().enumerate() {
+    for f in &ir.functions {
         out.push(Declaration {
-            name: format!("sap_plain_{i}"),
             linkage: Linkage::Local,
             signature: words(1 + f.params.len(), 2),
         });
@@ -265,7 +295,7 @@ pub fn compile(isa: &dyn TargetIsa, ir: &ir::Module) -> Result<NativeProgram, St
         );
         built.push((decl, func, format!("slow path {i}")));
     }
-    let mut pins = Vec::new();
+    let mut pins = PinTable::default();
     let mut fctx = FunctionBuilderContext::new();
     let reachable = ir.reachable();
     for (i, f) in ir.functions.iter().enumerate() {
@@ -314,7 +344,8 @@ pub fn compile(isa: &dyn TargetIsa, ir: &ir::Module) -> Result<NativeProgram, St
     Ok(NativeProgram {
         target: target_id(isa),
         functions: compiled,
-        pins,
+        pins: pins.pins.list,
+        sites: pins.sites.list,
     })
 }
 
@@ -475,6 +506,15 @@ fn trampoline(
     func
 }
 
+/// The address of intrinsic `which`, read from the table `env` points at
+/// (`Env::intrinsics`): compiled code names no address, so it runs wherever it is
+/// mapped, with nothing to patch.
+fn intrinsic_address(b: &mut FunctionBuilder<'_>, env: clif::Value, which: Intr) -> clif::Value {
+    let flags = MemFlags::trusted().with_readonly();
+    let table = b.ins().load(I64, flags, env, OFFSET_INTRINSICS);
+    b.ins().load(I64, flags, table, (which as i32) * 8)
+}
+
 /// The slow paths of inline list operations go through adapters that preserve every
 /// register: the values a loop keeps in registers stay there across them, instead of
 /// living in callee-saved registers or on the stack for the sake of a rare call.
@@ -495,14 +535,15 @@ fn slow_path(
     b.switch_to_block(entry);
     let params = b.block_params(entry).to_vec();
     let arity = which.params().len();
-    let callee = import(b.func, intrinsic);
+    let signature = b.func.import_signature(intrinsic.signature.clone());
+    let address = intrinsic_address(&mut b, params[0], which);
     // `Env` and a descriptor first, or (`ListLen`) just the list after the `Env`.
     let args = if arity >= 3 {
         &params[..arity]
     } else {
         &params[1..=arity]
     };
-    let call = b.ins().call(callee, args);
+    let call = b.ins().call_indirect(signature, address, args);
     let result = b.inst_results(call)[0];
     b.ins()
         .store(MemFlags::trusted(), result, params[0], OFFSET_OUT);

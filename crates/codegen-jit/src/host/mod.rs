@@ -173,7 +173,8 @@ pub struct Host {
     /// When the host was made: `clock_ms` counts from here.
     started: std::time::Instant,
     /// Source texts by file, for line and column in LLM call sites.
-    lines: Vec<Option<(String, LineIndex)>>,
+    /// Each file's text, and its line index once a location in it is asked for.
+    lines: Vec<Option<(String, std::sync::OnceLock<LineIndex>)>>,
     /// A durable run's journal (`--journal`): extern calls, `input` and `print` go
     /// through it (model calls go through the runtime's).
     journal: Option<Arc<Journal>>,
@@ -351,12 +352,7 @@ impl Host {
     pub fn with_sources(mut self, sources: Vec<Option<String>>) -> Host {
         self.lines = sources
             .into_iter()
-            .map(|s| {
-                s.map(|t| {
-                    let idx = LineIndex::new(&t);
-                    (t, idx)
-                })
-            })
+            .map(|s| s.map(|t| (t, std::sync::OnceLock::new())))
             .collect();
         self
     }
@@ -375,7 +371,9 @@ impl Host {
             .unwrap_or_default();
         let (line, column) = match self.lines.get(span.file as usize).and_then(Option::as_ref) {
             Some((text, idx)) => {
-                let lc = idx.line_col(text, span.start);
+                let lc = idx
+                    .get_or_init(|| LineIndex::new(text))
+                    .line_col(text, span.start);
                 (lc.line + 1, lc.col + 1)
             }
             None => (0, 0),

@@ -1,40 +1,39 @@
-//! Calling compiled code. Calling a function pointer the JIT made cannot be checked by
-//! Rust; what makes it sound is that each pointer is a finalized trampoline of the
-//! module kept alive beside it, declared by `codegen` as `fn(env, args: *const i64) ->
-//! i64`, and that exactly as many arguments as its function's parameters are passed
-//! (checked here).
+//! Calling compiled code. Calling a function pointer into compiled code cannot be
+//! checked by Rust; what makes it sound is that each pointer is the entry of a
+//! trampoline in the executable image kept alive beside it, declared by `codegen` as
+//! `fn(env, args: *const i64) -> i64`, and that exactly as many arguments as its
+//! function's parameters are passed (checked here).
 
-use cranelift_jit::JITModule;
 use ir::FuncId;
 
+use super::image::Image;
 use crate::abi::Env;
 
 type Trampoline = unsafe extern "C" fn(*mut std::ffi::c_void, *const i64) -> i64;
 
-/// Finalized code, and the trampoline of every IR function with its arity.
+/// Executable code, and the trampoline of every IR function with its arity.
 pub(crate) struct Code {
-    _module: JITModule,
+    _image: Image,
     /// `None` for a function `main` cannot reach, which was not compiled.
     trampolines: Vec<Option<(Trampoline, usize)>>,
 }
 
-// SAFETY: the code is immutable once finalized and reentrant: it keeps its state in
+// SAFETY: the code is immutable once mapped and reentrant: it keeps its state in
 // the `Env` each thread passes, and shares objects only through atomic counts.
 unsafe impl Send for Code {}
 unsafe impl Sync for Code {}
 
 impl Code {
-    /// Takes the finalized `module` and the trampoline (by IR function) of each
-    /// function it defines, with the function's arity.
-    pub(crate) fn new(
-        module: JITModule,
-        trampolines: Vec<Option<(cranelift_module::FuncId, usize)>>,
-    ) -> Code {
+    /// Takes `image` and the offset in it of the trampoline (by IR function) of each
+    /// function it defines, with the function's arity. The caller guarantees that each
+    /// offset is the start of a trampoline `codegen` compiled (`link::lay_out` placed
+    /// it there).
+    pub(crate) fn new(image: Image, trampolines: Vec<Option<(u32, usize)>>) -> Code {
         let trampolines = trampolines
             .into_iter()
             .map(|t| {
-                t.map(|(id, arity)| {
-                    let code = module.get_finalized_function(id);
+                t.map(|(offset, arity)| {
+                    let code = image.at(offset);
                     // SAFETY: `codegen` compiled every trampoline with this signature.
                     let f = unsafe { std::mem::transmute::<*const u8, Trampoline>(code) };
                     (f, arity)
@@ -42,7 +41,7 @@ impl Code {
             })
             .collect();
         Code {
-            _module: module,
+            _image: image,
             trampolines,
         }
     }

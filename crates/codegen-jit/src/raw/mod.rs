@@ -5,9 +5,11 @@
 //!   crate's safety contract (layout, ownership, who frees, what compiled code may
 //!   assume) at its top;
 //! - `code`: calling a compiled function through its trampoline;
+//! - `image`: compiled code in executable memory, copied or mapped from a cache file;
 //! - `alloc`: the allocator of processes that run programs (mimalloc for small blocks,
 //!   the system's for large ones, which it grows without copying).
 
 pub mod alloc;
 pub mod code;
+pub mod image;
 pub mod heap;
