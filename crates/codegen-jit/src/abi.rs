@@ -159,6 +159,9 @@ pub enum FailKind {
 pub struct FailDesc {
     pub kind: FailKind,
     pub span: Option<SrcSpan>,
+    /// The site of the frame to record on the sap stack as the failure leaves it, when
+    /// the code that failed records none itself (a function's shared exit).
+    pub frame: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

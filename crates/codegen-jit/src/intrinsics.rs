@@ -164,6 +164,9 @@ pub extern "C" fn sap_fail(env: &mut Env<'_>, site: i64, a: i64, b: i64) {
         FailKind::Internal(message) => message.clone(),
     };
     env.fail(ExecError::new(message, desc.span));
+    if let Some(frame) = desc.frame {
+        sap_unwind(env, i64::from(frame));
+    }
 }
 
 /// Adds the frame of site `site` (a `Site::Frame`) to the pending error's stack.

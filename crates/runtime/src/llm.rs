@@ -22,6 +22,11 @@ pub struct LlmRequest {
     /// which providers send as `max_tokens` where a runaway answer is likely (local
     /// servers). Not part of the request's identity in transcripts.
     pub max_tokens: u32,
+    /// The most one text of the answer may take ([`crate::schema::text_budget`]): a
+    /// provider that reads the answer as it streams stops a text that runs on past it
+    /// (see `runaway::Texts`), as it stops a repeating answer. Not part of the request's
+    /// identity in transcripts.
+    pub max_text_tokens: u32,
     /// Where the call stands in the program's order (see `order`): not sent to the
     /// model; transcripts are written in this order.
     pub order: crate::order::Position,
@@ -270,6 +275,7 @@ mod tests {
                 corrections
             ],
             max_tokens: 256,
+            max_text_tokens: 256,
             order,
             untrusted: None,
         }

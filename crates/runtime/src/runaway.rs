@@ -4,6 +4,12 @@
 //! in, [`repeats_itself`] tells such a tail early; the provider then stops reading
 //! (closing the connection stops the server), and the answer is treated as cut off, with
 //! the repetition trimmed to one copy by [`trim`].
+//!
+//! A model can also go on writing inside one string: it has ended the answer in its
+//! mind (`"]\n}\n\nThe meeting note was summarized…`), but the JSON grammar holds it
+//! inside the string, where any text is allowed, until the output limit. [`Texts`]
+//! follows the answer's strings as it streams in and tells when one has run past what
+//! a text of the answer may take (`LlmRequest::max_text_tokens`).
 
 /// The shortest repeating tail that counts, in bytes: long enough that no answer a model
 /// means to give ends this way (a list of 150 zeros would, and is asked again).
@@ -45,6 +51,51 @@ pub fn trim(text: &str) -> &str {
     &text[..end]
 }
 
+/// The strings of a JSON answer as it streams in: whether the one being written has
+/// run past its budget.
+pub struct Texts {
+    /// Characters a string may hold: four a token.
+    limit: usize,
+    inside: bool,
+    escaped: bool,
+    /// Characters of the string being written.
+    run: usize,
+}
+
+impl Texts {
+    pub fn new(max_text_tokens: u32) -> Texts {
+        Texts {
+            limit: max_text_tokens as usize * 4,
+            inside: false,
+            escaped: false,
+            run: 0,
+        }
+    }
+
+    /// Follows `piece`, the answer's next text; true when the string being written has
+    /// run past the limit (the answer is then stopped, as cut off).
+    pub fn feed(&mut self, piece: &str) -> bool {
+        for c in piece.chars() {
+            if !self.inside {
+                if c == '"' {
+                    self.inside = true;
+                    self.run = 0;
+                }
+            } else if self.escaped {
+                self.escaped = false;
+                self.run += 1;
+            } else if c == '\\' {
+                self.escaped = true;
+            } else if c == '"' {
+                self.inside = false;
+            } else {
+                self.run += 1;
+            }
+        }
+        self.inside && self.run > self.limit
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +108,20 @@ mod tests {
         let lines = format!("{{\"fields\": [{}", "\n    \"items_list_List\",".repeat(40));
         assert!(repeats_itself(&lines));
         assert_eq!(trim(&lines), "{\"fields\": [\n    \"items_list_List\",");
+    }
+
+    #[test]
+    fn a_text_that_runs_on_is_told_and_a_long_answer_of_short_texts_is_not() {
+        let mut texts = Texts::new(10);
+        assert!(!texts.feed(r#"{"topic": "notes", "decisions": ["#));
+        assert!(!texts.feed(&format!(r#""{}", "#, "word ".repeat(7))));
+        // Escapes count once, and a quote escaped does not end the string.
+        assert!(!texts.feed(r#""he said \"no\" to "#));
+        assert!(texts.feed(&"and on ".repeat(4)));
+        let mut many = Texts::new(10);
+        for _ in 0..100 {
+            assert!(!many.feed(r#""a short one", "#));
+        }
     }
 
     #[test]

@@ -628,6 +628,7 @@ async fn a_local_server_gets_the_output_budget_and_its_own_schema_dialect() {
         schema: Arc::new(json!({"type": "object"})),
         corrections: vec![],
         max_tokens: 300,
+        max_text_tokens: 256,
         order: Default::default(),
         untrusted: None,
     };
@@ -692,6 +693,43 @@ async fn a_streamed_answer_that_repeats_itself_is_stopped_early() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// A streamed answer that goes on writing inside one text, without repeating itself (a
+/// small model that has ended its answer in its mind while the grammar holds it inside
+/// a string), is stopped once the text runs past what a text of the answer may take —
+/// the prompt's size and 256 tokens more — and read as cut off; the request's output
+/// budget is sized the same way.
+#[tokio::test]
+async fn a_streamed_text_that_runs_on_is_stopped_at_its_budget() {
+    let mut events = vec![
+        json!({ "choices": [{ "index": 0, "delta": { "content": "{\"value\": \"The note" } }] })
+            .to_string(),
+    ];
+    for i in 0..5000 {
+        let piece = format!(" then item {i} was said");
+        events.push(json!({ "choices": [{ "index": 0, "delta": { "content": piece } }] }).to_string());
+    }
+    events.push("[DONE]".to_owned());
+    let server = MockServer::start(move |_, _| Reply::Events {
+        events: events.clone(),
+        delay: Duration::from_millis(1),
+    })
+    .await;
+    let provider = Arc::new(OpenAiProvider::new(openai_config(&server, true)).unwrap());
+    let value = runtime(provider)
+        .produce(&site("sum"), &Context::new(), "summarize", &TypeDesc::String)
+        .await
+        .unwrap();
+    let Value::Str(text) = value else {
+        panic!("{value:?}")
+    };
+    // A text may take 256 tokens here (the prompt is one word): about 1,024 characters.
+    assert!((1000..1200).contains(&text.len()), "{}", text.len());
+    assert!(text.starts_with("The note then item 0 was said"));
+    assert_eq!(server.requests().len(), 1);
+    let budget = server.requests()[0].json()["max_tokens"].as_u64().unwrap();
+    assert!((256..400).contains(&budget), "{budget}");
 }
 
 /// A `select` answer whose clause is wrong is sent back with what is wrong in that

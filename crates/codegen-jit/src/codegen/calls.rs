@@ -147,10 +147,16 @@ impl FnCg<'_, '_> {
         self.b.ins().return_(&[zero, failed]);
     }
 
-    /// The site of this function's frame on the sap stack, at `span`.
+    /// This function's frame on the sap stack at `span`, as a site's value.
     fn own_frame(&mut self, span: Option<SrcSpan>) -> clif::Value {
+        let site = self.own_frame_site(span);
+        self.iconst(site as i64)
+    }
+
+    /// The index of the site of this function's frame on the sap stack, at `span`.
+    fn own_frame_site(&mut self, span: Option<SrcSpan>) -> u32 {
         let function = self.f.name.clone();
-        self.site(Site::Frame(FrameDesc {
+        self.site_index(Site::Frame(FrameDesc {
             function,
             span: span_of(span, self.f),
         }))
@@ -240,23 +246,32 @@ impl FnCg<'_, '_> {
         self.b.switch_to_block(fail);
         self.b.set_cold_block(fail);
         let (a, b) = operands(self);
-        let d = self.site(Site::Fail(FailDesc { kind, span }));
         if self.scope().is_some() {
+            let d = self.site(Site::Fail(FailDesc {
+                kind,
+                span,
+                frame: None,
+            }));
             self.call_env(Intr::Fail, &[d, a, b]);
             self.unwind(span);
         } else {
             // Outside inlined code, one shared exit reports every failure of the
-            // function (see `unwind`).
-            let frame = self.own_frame(span);
-            let (exit, new) = self.shared_exit(|cg| &mut cg.fail_exit, 4);
-            self.b
-                .ins()
-                .jump(exit, &[d.into(), a.into(), b.into(), frame.into()]);
+            // function (see `unwind`); the failure's site names the frame to record.
+            let frame = self.own_frame_site(span);
+            let d = self.site(Site::Fail(FailDesc {
+                kind,
+                span,
+                frame: Some(frame),
+            }));
+            let (exit, new) = self.shared_exit(|cg| &mut cg.fail_exit, 3);
+            self.b.ins().jump(exit, &[d.into(), a.into(), b.into()]);
             if new {
                 self.b.switch_to_block(exit);
-                let [d, a, b, frame] = [0, 1, 2, 3].map(|i| self.b.block_params(exit)[i]);
+                let [d, a, b] = [0, 1, 2].map(|i| self.b.block_params(exit)[i]);
                 self.call_env(Intr::Fail, &[d, a, b]);
-                self.jump_to_unwind_exit(frame);
+                let zero = self.iconst(0);
+                let failed = self.iconst(1);
+                self.b.ins().return_(&[zero, failed]);
             }
         }
         self.b.switch_to_block(ok);
@@ -264,7 +279,11 @@ impl FnCg<'_, '_> {
 
     /// Fails with `kind` here, ending the block.
     pub(super) fn fail_now(&mut self, kind: FailKind, span: Option<SrcSpan>) {
-        let d = self.site(Site::Fail(FailDesc { kind, span }));
+        let d = self.site(Site::Fail(FailDesc {
+            kind,
+            span,
+            frame: None,
+        }));
         let zero = self.iconst(0);
         self.call_env(Intr::Fail, &[d, zero, zero]);
         self.unwind(span);

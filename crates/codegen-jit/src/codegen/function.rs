@@ -198,8 +198,12 @@ impl<'a, 'b> FnCg<'a, 'b> {
 
     /// The index of site `site` (see `abi::Site`), as a constant.
     pub(super) fn site(&mut self, site: Site) -> clif::Value {
-        let index = self.pins.sites.intern(site);
-        self.iconst(index as i64)
+        let index = self.site_index(site);
+        self.iconst(i64::from(index))
+    }
+
+    pub(super) fn site_index(&mut self, site: Site) -> u32 {
+        u32::try_from(self.pins.sites.intern(site)).expect("fewer than 2^32 sites")
     }
 
     pub(super) fn new(

@@ -209,9 +209,11 @@ impl Runtime {
         arms: Vec<TypeDesc>,
     ) -> (LlmRequest, AnswerShape) {
         let schema = Arc::new(schema);
+        let context = ctx.render();
+        let text = schema::text_budget(context.len() + instruction.len());
         let request = LlmRequest {
             system: Arc::from(SYSTEM_PROMPT),
-            context: ctx.render(),
+            context,
             instruction,
             schema_name: schema_name
                 .chars()
@@ -223,7 +225,8 @@ impl Runtime {
                     }
                 })
                 .collect(),
-            max_tokens: schema::output_budget(&schema),
+            max_tokens: schema::output_budget(&schema, text),
+            max_text_tokens: text,
             schema: schema.clone(),
             corrections: Vec::new(),
             order: crate::order::next_call(),

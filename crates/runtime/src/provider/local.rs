@@ -70,6 +70,8 @@ struct Job {
     /// A Boolean condition: the one-word answer becomes the decision's JSON.
     decision: bool,
     max_tokens: u32,
+    /// The most one text of the answer may take (`LlmRequest::max_text_tokens`).
+    max_text_tokens: u32,
     reply: tokio::sync::oneshot::Sender<Result<LlmResponse, ProviderError>>,
 }
 
@@ -236,6 +238,7 @@ impl Provider for LocalProvider {
                 grammar,
                 decision,
                 max_tokens: request.max_tokens.max(16),
+                max_text_tokens: request.max_text_tokens,
                 reply,
             };
             self.jobs
@@ -644,6 +647,8 @@ fn attempt(
     let mut out: Vec<u8> = Vec::new();
     let mut finish = Finish::Length;
     let vocab = model.vocab();
+    // A text that runs on past its budget ends the answer, as cut off (`runaway`).
+    let mut texts = crate::runaway::Texts::new(job.max_text_tokens);
     for _ in 0..job.max_tokens {
         let token = next_token(ctx, &mut grammar);
         grammar.accept(token);
@@ -651,7 +656,12 @@ fn attempt(
             finish = Finish::Stop;
             break;
         }
-        out.extend(vocab.token_to_piece(token, false, None));
+        let piece = vocab.token_to_piece(token, false, None);
+        let ran_on = texts.feed(&String::from_utf8_lossy(&piece));
+        out.extend(piece);
+        if ran_on {
+            break;
+        }
         batch.clear();
         batch
             .add(token, position as i32, &ids, true)

@@ -411,7 +411,7 @@ impl OpenAiProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
         let mut response = if streamed {
-            match read_stream(answer.response).await? {
+            match read_stream(answer.response, request.max_text_tokens).await? {
                 Some(response) => response,
                 None => return Ok(None),
             }
@@ -541,11 +541,15 @@ pub fn parse_completion(json: &JsonValue) -> Result<LlmResponse, ProviderError> 
 }
 
 /// Reads `data: {chunk}` events until `data: [DONE]` or the end of the body, or until the
-/// answer repeats itself (see `runaway`), which is then read as cut off.
+/// answer repeats itself or one of its texts runs past `max_text_tokens` (see
+/// `runaway`), which is then read as cut off.
 /// `None` when the stream ends without a finish reason: cut short.
 async fn read_stream(
     mut response: crate::http::Response,
+    max_text_tokens: u32,
 ) -> Result<Option<LlmResponse>, ProviderError> {
+    let mut texts = crate::runaway::Texts::new(max_text_tokens);
+    let mut ran_on = false;
     let mut buffer: Vec<u8> = Vec::new();
     let mut text = String::new();
     let mut refusal = String::new();
@@ -593,6 +597,7 @@ async fn read_stream(
             if let Some(delta) = event.pointer("/choices/0/delta") {
                 if let Some(piece) = delta.get("content").and_then(JsonValue::as_str) {
                     text.push_str(piece);
+                    ran_on |= texts.feed(piece);
                 }
                 if let Some(piece) = delta.get("refusal").and_then(JsonValue::as_str) {
                     refusal.push_str(piece);
@@ -602,6 +607,7 @@ async fn read_stream(
                     .and_then(JsonValue::as_str)
                 {
                     text.push_str(piece);
+                    ran_on |= texts.feed(piece);
                 }
             }
             if let Some(r) = event
@@ -613,25 +619,27 @@ async fn read_stream(
             if let Some(u) = event.get("usage").filter(|u| !u.is_null()) {
                 usage = usage_of(u);
             }
-            // A model repeating itself is stopped now, not at the output limit:
-            // dropping the response closes the connection, which stops the server.
-            if text.len() >= checked + 256 {
+            // A model repeating itself, or writing on inside one text, is stopped now,
+            // not at the output limit: dropping the response closes the connection,
+            // which stops the server.
+            let repeats = text.len() >= checked + 256 && {
                 checked = text.len();
-                if crate::runaway::repeats_itself(&text) {
-                    // The usage comes in the last event, which never comes: the output
-                    // is counted at about four characters a token, so budgets still see it.
-                    usage.output = usage.output.max(text.len() as u64 / 4);
-                    let kept = crate::runaway::trim(&text).len();
-                    text.truncate(kept);
-                    return Ok(Some(LlmResponse {
-                        text,
-                        finish: Finish::Length,
-                        usage,
-                        retries: 0,
-                        structured: None,
-                        sampling: None,
-                    }));
-                }
+                crate::runaway::repeats_itself(&text)
+            };
+            if repeats || ran_on {
+                // The usage comes in the last event, which never comes: the output is
+                // counted at about four characters a token, so budgets still see it.
+                usage.output = usage.output.max(text.len() as u64 / 4);
+                let kept = crate::runaway::trim(&text).len();
+                text.truncate(kept);
+                return Ok(Some(LlmResponse {
+                    text,
+                    finish: Finish::Length,
+                    usage,
+                    retries: 0,
+                    structured: None,
+                    sampling: None,
+                }));
             }
         }
     }

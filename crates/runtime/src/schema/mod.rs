@@ -187,19 +187,29 @@ pub fn choice_schema(arms: &[ArmDesc]) -> JsonValue {
     object(vec![("choice".to_owned(), json!({ "anyOf": branches }))])
 }
 
+/// Output tokens one text of an answer may take, given the prompt it answers (its
+/// context and instruction, `prompt_chars` characters): a text an answer gives restates,
+/// summarizes or derives from what it was shown, so it gets what the prompt holds (at
+/// about four characters a token) plus 256 tokens for what it adds, and never more than
+/// 1,024. A program that wants longer texts sets `max_output_tokens` in sap.toml.
+pub fn text_budget(prompt_chars: usize) -> u32 {
+    (prompt_chars / 4 + 256).min(1024) as u32
+}
+
 /// Output tokens an answer to `schema` may take, sent as the request's `max_tokens`: a
 /// model that repeats itself is cut off after about what the type can hold, and the cut
 /// answer is closed into a value or re-asked, instead of running to the server's limit.
-/// Generous for every answer a model means to give: a string may take 1,024 tokens, a
-/// list 16 elements' worth (a list inside a list, 4), a choice its largest clause; the
-/// total is kept between 256 and 4,096.
-pub fn output_budget(schema: &JsonValue) -> u32 {
-    (budget_in(schema, 0, 0) + 16).clamp(256, 4096) as u32
+/// Generous for every answer a model means to give: a string may take `text` tokens
+/// ([`text_budget`]), a list 16 elements' worth (a list inside a list, 4; a text in a
+/// list a quarter of `text`), a choice its largest clause; the total is kept between
+/// 256 and 4,096.
+pub fn output_budget(schema: &JsonValue, text: u32) -> u32 {
+    (budget_in(schema, 0, 0, u64::from(text)) + 16).clamp(256, 4096) as u32
 }
 
-/// `depth` bounds the walk; `lists` counts the lists the value is inside.
-fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
-    const STRING: u64 = 1024;
+/// `depth` bounds the walk; `lists` counts the lists the value is inside; `string` is
+/// what a text may take.
+fn budget_in(schema: &JsonValue, depth: usize, lists: u32, string: u64) -> u64 {
     if depth > 16 {
         return 0;
     }
@@ -210,7 +220,7 @@ fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
         .iter()
         .filter_map(|k| map.get(*k)?.as_array())
         .flatten()
-        .map(|b| budget_in(b, depth + 1, lists))
+        .map(|b| budget_in(b, depth + 1, lists, string))
         .max();
     if let Some(b) = branches {
         return b;
@@ -227,14 +237,14 @@ fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
         "string" => match map.get("maxLength").and_then(JsonValue::as_u64) {
             Some(chars) => 4 + chars / 2,
             // A text inside a list is one of many.
-            None if lists > 0 => STRING / 4,
-            None => STRING,
+            None if lists > 0 => string / 4,
+            None => string,
         },
         "integer" | "number" | "boolean" | "null" => 12,
         "array" => {
             let items = map
                 .get("items")
-                .map_or(STRING, |i| budget_in(i, depth + 1, lists + 1));
+                .map_or(string, |i| budget_in(i, depth + 1, lists + 1, string));
             let most = if lists == 0 { 16 } else { 4 };
             let count = map
                 .get("maxItems")
@@ -245,12 +255,12 @@ fn budget_in(schema: &JsonValue, depth: usize, lists: u32) -> u64 {
         "object" => match map.get("properties").and_then(JsonValue::as_object) {
             Some(properties) => properties
                 .iter()
-                .map(|(k, v)| 4 + k.len() as u64 / 3 + budget_in(v, depth + 1, lists))
+                .map(|(k, v)| 4 + k.len() as u64 / 3 + budget_in(v, depth + 1, lists, string))
                 .sum(),
             // An object described by name only (recursive data): room for a few levels.
-            None => 4 * STRING,
+            None => 4 * string,
         },
-        _ => STRING,
+        _ => string,
     }
 }
 
