@@ -76,9 +76,10 @@ pub struct Env<'a> {
     /// code the budget left travels as a parameter.
     pub depth: u64,
     pub max_depth: u64,
-    /// Loop iterations so far; in a function with loops the count lives in a register
-    /// and is written here around calls that read or advance it.
-    pub iterations: u64,
+    /// Loop iterations the budget has left (`max_iterations` less those run); in a
+    /// function with loops the count lives in a register and is written here around
+    /// calls that read or advance it (a store, and a load after).
+    pub iterations_left: u64,
     pub max_iterations: u64,
     /// Where a slow path's adapter leaves the intrinsic's result (see `codegen`).
     pub out: i64,
@@ -96,8 +97,8 @@ pub struct Env<'a> {
 pub const OFFSET_FAILED: i32 = std::mem::offset_of!(Env<'static>, failed) as i32;
 pub const OFFSET_DEPTH: i32 = std::mem::offset_of!(Env<'static>, depth) as i32;
 pub const OFFSET_MAX_DEPTH: i32 = std::mem::offset_of!(Env<'static>, max_depth) as i32;
-pub const OFFSET_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, iterations) as i32;
-pub const OFFSET_MAX_ITERATIONS: i32 = std::mem::offset_of!(Env<'static>, max_iterations) as i32;
+pub const OFFSET_ITERATIONS_LEFT: i32 =
+    std::mem::offset_of!(Env<'static>, iterations_left) as i32;
 pub const OFFSET_OUT: i32 = std::mem::offset_of!(Env<'static>, out) as i32;
 pub const OFFSET_PINS: i32 = std::mem::offset_of!(Env<'static>, pins) as i32;
 pub const OFFSET_INTRINSICS: i32 = std::mem::offset_of!(Env<'static>, intrinsics) as i32;
@@ -108,7 +109,7 @@ impl<'a> Env<'a> {
             failed: 0,
             depth: 0,
             max_depth: host.limits.max_depth as u64,
-            iterations: 0,
+            iterations_left: host.limits.max_loop_iterations,
             max_iterations: host.limits.max_loop_iterations,
             out: 0,
             pins: program.pins(),
@@ -127,6 +128,11 @@ impl<'a> Env<'a> {
             let frames = (room / self.program.frame_bytes().max(16)) as u64;
             self.max_depth = self.max_depth.min(self.depth.saturating_add(frames));
         }
+    }
+
+    /// Loop iterations run on this `Env`.
+    pub fn iterations_used(&self) -> u64 {
+        self.max_iterations.saturating_sub(self.iterations_left)
     }
 
     /// Whether the depth limit is the stack's rather than `--max-depth`.

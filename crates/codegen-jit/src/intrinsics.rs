@@ -255,7 +255,7 @@ pub extern "C" fn sap_call_host(env: &mut Env<'_>, desc: &HostCallDesc, args: Wo
             program: env.program,
             host,
             depth: env.depth,
-            max_iterations: env.max_iterations.saturating_sub(env.iterations),
+            max_iterations: env.iterations_left,
         };
         let result = match desc.builtin {
             Some(b) => host.call_builtin(b, &values, desc.span, &engine)?,

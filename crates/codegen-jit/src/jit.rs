@@ -213,6 +213,7 @@ impl Program for JitProgram {
         let mut env = Env::new(host, self);
         env.depth = depth;
         env.max_iterations = max_iterations;
+        env.iterations_left = max_iterations;
         env.fit_stack();
         let out = self.code.call(f, &mut env, &raw);
         for (p, a) in func.params.iter().zip(raw) {
@@ -244,7 +245,7 @@ impl Program for JitProgram {
     ) -> Result<(Vec<Value>, u32), ExecError> {
         let depth = env.depth;
         let results_origin = std::sync::atomic::AtomicU32::new(0);
-        let remaining = env.max_iterations.saturating_sub(env.iterations);
+        let remaining = env.iterations_left;
         let used = std::sync::atomic::AtomicU64::new(0);
         let results = runtime::tasks::fan_out(
             items.len(),
@@ -253,6 +254,7 @@ impl Program for JitProgram {
                 let mut child = Env::new(host, self);
                 child.depth = depth;
                 child.max_iterations = remaining;
+                child.iterations_left = remaining;
                 child.fit_stack();
                 // The body takes the captures, then the element.
                 let mut args = captured.to_vec();
@@ -263,7 +265,7 @@ impl Program for JitProgram {
                 if desc.elem.is_heap() {
                     heap::release(*args.last().expect("the element"));
                 }
-                used.fetch_add(child.iterations, std::sync::atomic::Ordering::Relaxed);
+                used.fetch_add(child.iterations_used(), std::sync::atomic::Ordering::Relaxed);
                 if child.failed != 0 {
                     Err(child.error.take().unwrap_or_else(|| {
                         ExecError::new("a parallel iteration failed", desc.span)
@@ -287,7 +289,7 @@ impl Program for JitProgram {
             },
             Result::is_err,
         );
-        env.iterations = env.iterations.saturating_add(used.into_inner());
+        env.iterations_left = env.iterations_left.saturating_sub(used.into_inner());
         Ok((collect_iterations(results)?, results_origin.into_inner()))
     }
 }

@@ -4,14 +4,13 @@
 
 use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::InstBuilder;
-use cranelift_codegen::ir::condcodes::IntCC;
 use ir::{BinOp, SrcSpan};
 
 use super::function::{FnCg, span_of};
 use super::{I64, SLOW_PATHS};
 use crate::abi::{
-    FailDesc, FailKind, FrameDesc, OFFSET_DEPTH, OFFSET_FAILED, OFFSET_ITERATIONS,
-    OFFSET_MAX_DEPTH, OFFSET_MAX_ITERATIONS, OFFSET_OUT, Site,
+    FailDesc, FailKind, FrameDesc, OFFSET_DEPTH, OFFSET_FAILED, OFFSET_ITERATIONS_LEFT,
+    OFFSET_MAX_DEPTH, OFFSET_OUT, Site,
 };
 use crate::intrinsics::Intr;
 
@@ -68,27 +67,19 @@ impl FnCg<'_, '_> {
         self.store_env(depth, OFFSET_DEPTH);
     }
 
-    /// Writes the count back: the register holds the iterations left, so the count is
-    /// the budget minus it.
+    /// Writes the iterations left back to the `Env`.
     pub(super) fn save_iterations(&mut self) {
         if let Some(var) = self.iterations {
             let left = self.b.use_var(var);
-            let max = self.load_env(OFFSET_MAX_ITERATIONS);
-            let n = self.b.ins().isub(max, left);
-            self.store_env(n, OFFSET_ITERATIONS);
+            self.store_env(left, OFFSET_ITERATIONS_LEFT);
         }
     }
 
-    /// Reads the iterations left (none when the count has reached the budget: the
-    /// iterations of a `parallel for` are added after they ran).
+    /// Reads the iterations left (a `parallel for` subtracts its iterations after they
+    /// ran, never below none).
     pub(super) fn reload_iterations(&mut self) {
         if let Some(var) = self.iterations {
-            let n = self.load_env(OFFSET_ITERATIONS);
-            let max = self.load_env(OFFSET_MAX_ITERATIONS);
-            let left = self.b.ins().isub(max, n);
-            let spent = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, n, max);
-            let zero = self.iconst(0);
-            let left = self.b.ins().select(spent, zero, left);
+            let left = self.load_env(OFFSET_ITERATIONS_LEFT);
             self.b.def_var(var, left);
         }
     }

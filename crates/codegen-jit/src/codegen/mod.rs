@@ -367,6 +367,10 @@ fn compile_all(
         1
     };
     let next = AtomicUsize::new(0);
+    // The largest functions first: a program's one big function (a `main` that calls
+    // two thousand others) compiled last would leave the other cores idle meanwhile.
+    let mut order: Vec<usize> = (0..built.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(built[i].1.dfg.num_insts()));
     let work: Vec<Mutex<Option<(u32, clif::Function, String)>>> =
         built.into_iter().map(|b| Mutex::new(Some(b))).collect();
     let results: Vec<Mutex<Option<Result<CompiledFunction, String>>>> =
@@ -375,8 +379,10 @@ fn compile_all(
         let mut ctx = cranelift_codegen::Context::new();
         let mut ctrl = ControlPlane::default();
         loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = work.get(i) else { break };
+            let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                break;
+            };
+            let slot = &work[i];
             let Some((decl, func, what)) = slot.lock().unwrap_or_else(|e| e.into_inner()).take()
             else {
                 continue;

@@ -411,7 +411,9 @@ impl OpenAiProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
         let mut response = if streamed {
-            match read_stream(answer.response, request.max_text_tokens).await? {
+            // A limit set for every answer (`max_output_tokens`) is one for every text.
+            let text_limit = self.config.max_tokens.unwrap_or(request.max_text_tokens);
+            match read_stream(answer.response, text_limit).await? {
                 Some(response) => response,
                 None => return Ok(None),
             }
