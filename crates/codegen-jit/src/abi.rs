@@ -97,8 +97,7 @@ pub struct Env<'a> {
 pub const OFFSET_FAILED: i32 = std::mem::offset_of!(Env<'static>, failed) as i32;
 pub const OFFSET_DEPTH: i32 = std::mem::offset_of!(Env<'static>, depth) as i32;
 pub const OFFSET_MAX_DEPTH: i32 = std::mem::offset_of!(Env<'static>, max_depth) as i32;
-pub const OFFSET_ITERATIONS_LEFT: i32 =
-    std::mem::offset_of!(Env<'static>, iterations_left) as i32;
+pub const OFFSET_ITERATIONS_LEFT: i32 = std::mem::offset_of!(Env<'static>, iterations_left) as i32;
 pub const OFFSET_OUT: i32 = std::mem::offset_of!(Env<'static>, out) as i32;
 pub const OFFSET_PINS: i32 = std::mem::offset_of!(Env<'static>, pins) as i32;
 pub const OFFSET_INTRINSICS: i32 = std::mem::offset_of!(Env<'static>, intrinsics) as i32;

@@ -97,7 +97,11 @@ pub fn load_mapped(program: MappedProgram, module: Arc<Module>) -> Result<JitPro
         ));
     }
     let size = program.image.bytes().len();
-    if let Some(f) = program.entries.iter().position(|&e| e != ABSENT && e as usize >= size) {
+    if let Some(f) = program
+        .entries
+        .iter()
+        .position(|&e| e != ABSENT && e as usize >= size)
+    {
         return Err(format!("function {f} starts outside the code"));
     }
     let trampolines = module
@@ -265,7 +269,10 @@ impl Program for JitProgram {
                 if desc.elem.is_heap() {
                     heap::release(*args.last().expect("the element"));
                 }
-                used.fetch_add(child.iterations_used(), std::sync::atomic::Ordering::Relaxed);
+                used.fetch_add(
+                    child.iterations_used(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 if child.failed != 0 {
                     Err(child.error.take().unwrap_or_else(|| {
                         ExecError::new("a parallel iteration failed", desc.span)

@@ -26,8 +26,8 @@ pub mod eval;
 pub mod host;
 mod intrinsics;
 pub mod jit;
-pub mod link;
 mod jsonpath;
+pub mod link;
 pub mod native_module;
 mod ops;
 #[allow(unsafe_code)]

@@ -45,7 +45,10 @@ pub fn lay_out(native: &NativeProgram, functions: usize) -> Result<Laid, String>
             return Err(format!("function {decl} is defined twice"));
         }
         if !f.alignment.is_power_of_two() || f.alignment > 4096 {
-            return Err(format!("function {decl} asks for alignment {}", f.alignment));
+            return Err(format!(
+                "function {decl} asks for alignment {}",
+                f.alignment
+            ));
         }
         code.resize(code.len().next_multiple_of(f.alignment as usize), 0);
         *slot = u32::try_from(code.len()).map_err(|_| "the code is over 4 GiB".to_owned())?;
@@ -68,7 +71,9 @@ pub fn lay_out(native: &NativeProgram, functions: usize) -> Result<Laid, String>
                         ));
                     }
                 },
-                ModuleRelocTarget::FunctionOffset(_, offset) if (offset as usize) < f.code.len() => {
+                ModuleRelocTarget::FunctionOffset(_, offset)
+                    if (offset as usize) < f.code.len() =>
+                {
                     start + offset as usize
                 }
                 ref other => {
@@ -81,7 +86,10 @@ pub fn lay_out(native: &NativeProgram, functions: usize) -> Result<Laid, String>
             // Every kind linked here patches four bytes.
             let width = 4;
             if at + width > f.code.len() {
-                return Err(format!("a relocation of function {} is outside its code", f.decl));
+                return Err(format!(
+                    "a relocation of function {} is outside its code",
+                    f.decl
+                ));
             }
             let site = start + at;
             let distance = (target as i64) + r.addend - (site as i64);

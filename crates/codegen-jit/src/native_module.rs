@@ -92,7 +92,19 @@ pub fn read(file: &File, identity: &str) -> Result<NativeModule, String> {
     if size < (MAGIC.len() + 8) as u64 {
         return Err("the file is truncated".to_owned());
     }
-    let bytes = image::map_file(file).map_err(|e| format!("cannot map the file: {e}"))?;
+    // Mapped; read where the file system cannot map files.
+    let (mapped, mut copy) = (image::map_file(file), Vec::new());
+    let bytes: &[u8] = match &mapped {
+        Ok(map) => map,
+        Err(_) => {
+            std::io::Read::read_to_end(&mut &*file, &mut copy)
+                .map_err(|e| format!("cannot read the file: {e}"))?;
+            &copy
+        }
+    };
+    if bytes.len() < MAGIC.len() + 8 {
+        return Err("the file is truncated".to_owned());
+    }
     let body = &bytes[..bytes.len() - 8];
     let stored = u64::from_le_bytes(bytes[body.len()..].try_into().expect("8 bytes"));
     if !body.starts_with(MAGIC) {
@@ -124,22 +136,31 @@ pub fn read(file: &File, identity: &str) -> Result<NativeModule, String> {
     let declared = Layout::new(ir.functions.len()).declared;
     let count = r.u32()? as usize;
     if count != declared {
-        return Err(format!("the file has {count} entries, not the {declared} of its module"));
+        return Err(format!(
+            "the file has {count} entries, not the {declared} of its module"
+        ));
     }
-    let entries = (0..count).map(|_| r.u32()).collect::<Result<Vec<u32>, String>>()?;
+    let entries = (0..count)
+        .map(|_| r.u32())
+        .collect::<Result<Vec<u32>, String>>()?;
     let offset = r.u64()?;
     let len = r.u64()?;
     let code_fits = offset % PAGE as u64 == 0
         && offset >= r.at as u64
         && offset.checked_add(len) == Some(body.len() as u64);
     if !code_fits {
-        return Err(format!("the code ({len} bytes at {offset}) is not where it belongs"));
+        return Err(format!(
+            "the code ({len} bytes at {offset}) is not where it belongs"
+        ));
     }
     let (offset, len) = (offset as usize, len as usize);
     if body[r.at..offset].iter().any(|&b| b != 0) {
         return Err("the file has bytes before its code".to_owned());
     }
-    if let Some(f) = entries.iter().position(|&e| e != ABSENT && e as usize >= len) {
+    if let Some(f) = entries
+        .iter()
+        .position(|&e| e != ABSENT && e as usize >= len)
+    {
         return Err(format!("function {f} starts outside the code"));
     }
     // Mapped as it is; copied where the file system does not let files be run (a cache

@@ -240,8 +240,7 @@ fn run(fixture: &Fixture, engine: Engine, tokio: &tokio::runtime::Runtime) -> Ou
         }
         Engine::Cached => {
             let mapped = cached.expect("read back");
-            let program =
-                codegen_jit::load_mapped(mapped, host.module.clone()).expect("it loads");
+            let program = codegen_jit::load_mapped(mapped, host.module.clone()).expect("it loads");
             on_big_stack(|| program.run_main(&host))
         }
         Engine::Evaluator => on_big_stack(|| Evaluator::new(&host).run_main()),

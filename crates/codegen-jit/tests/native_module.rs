@@ -51,7 +51,12 @@ fn a_stored_module_reads_back_and_runs() {
     assert!(read.ir.functions.iter().all(|f| f.blocks.is_empty()));
     assert!(!read.calls_model);
     // `unused` is not reachable from `main`, so it was not compiled.
-    let defined = read.program.entries.iter().filter(|&&e| e != u32::MAX).count();
+    let defined = read
+        .program
+        .entries
+        .iter()
+        .filter(|&&e| e != u32::MAX)
+        .count();
     let native = codegen_jit::compile_native(&module).unwrap();
     assert_eq!(defined, native.functions.len());
     let ir = Arc::new(read.ir);
@@ -146,10 +151,11 @@ fn relocations_that_point_outside_are_refused() {
     );
 }
 
-/// The code has no absolute address in it: laid out twice, at two places, the bytes
-/// are the same, and the stored file holds no relocation at all.
+/// What the cache maps is the code as laid out, byte for byte: nothing in it is patched
+/// for where it lands (it names no absolute address), and it runs there (the first
+/// test).
 #[test]
-fn the_code_runs_wherever_it_is_mapped() {
+fn the_mapped_code_is_the_laid_out_code() {
     let module = module();
     let native = codegen_jit::compile_native(&module).unwrap();
     let laid = codegen_jit::link::lay_out(&native, module.functions.len()).unwrap();

@@ -708,7 +708,9 @@ async fn a_streamed_text_that_runs_on_is_stopped_at_its_budget() {
     ];
     for i in 0..5000 {
         let piece = format!(" then item {i} was said");
-        events.push(json!({ "choices": [{ "index": 0, "delta": { "content": piece } }] }).to_string());
+        events.push(
+            json!({ "choices": [{ "index": 0, "delta": { "content": piece } }] }).to_string(),
+        );
     }
     events.push("[DONE]".to_owned());
     let server = MockServer::start(move |_, _| Reply::Events {
@@ -718,7 +720,12 @@ async fn a_streamed_text_that_runs_on_is_stopped_at_its_budget() {
     .await;
     let provider = Arc::new(OpenAiProvider::new(openai_config(&server, true)).unwrap());
     let value = runtime(provider)
-        .produce(&site("sum"), &Context::new(), "summarize", &TypeDesc::String)
+        .produce(
+            &site("sum"),
+            &Context::new(),
+            "summarize",
+            &TypeDesc::String,
+        )
         .await
         .unwrap();
     let Value::Str(text) = value else {

@@ -12,9 +12,9 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData
 use cranelift_frontend::{FunctionBuilder, Variable};
 use ir::{Const, Function, Module, Op, SrcSpan, Terminator, Type};
 
-use super::{I64, PinTable};
 use super::inline::{InlineScope, Inlined};
 use super::ownership::{borrowed_loads, cross_block_values};
+use super::{I64, PinTable};
 use crate::abi::{FailKind, OFFSET_PINS, Pin, Site};
 use crate::intrinsics::Intr;
 

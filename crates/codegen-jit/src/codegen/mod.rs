@@ -378,10 +378,7 @@ fn compile_all(
     let run = || {
         let mut ctx = cranelift_codegen::Context::new();
         let mut ctrl = ControlPlane::default();
-        loop {
-            let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                break;
-            };
+        while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
             let slot = &work[i];
             let Some((decl, func, what)) = slot.lock().unwrap_or_else(|e| e.into_inner()).take()
             else {

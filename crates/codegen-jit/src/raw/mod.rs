@@ -11,5 +11,5 @@
 
 pub mod alloc;
 pub mod code;
-pub mod image;
 pub mod heap;
+pub mod image;

@@ -276,3 +276,28 @@ pub(crate) fn type_name(map: &Map<String, JsonValue>) -> &str {
         _ => "",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_gets_what_the_prompt_holds_and_256_tokens_more_up_to_1024() {
+        assert_eq!(text_budget(0), 256);
+        assert_eq!(text_budget(1000), 506);
+        assert_eq!(text_budget(100_000), 1024);
+        let note = json!({
+            "type": "object",
+            "properties": {
+                "topic": { "type": "string" },
+                "decisions": { "type": "array", "items": { "type": "string" } },
+            },
+        });
+        // A short prompt: the topic 256 tokens, each decision 64 of sixteen.
+        let short = output_budget(&note, text_budget(0));
+        let long = output_budget(&note, text_budget(100_000));
+        assert!(short < long, "{short} {long}");
+        assert!((1300..1500).contains(&short), "{short}");
+        assert_eq!(long, 4096, "the total stays within 4,096");
+    }
+}
