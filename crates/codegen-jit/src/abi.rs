@@ -44,6 +44,9 @@ pub trait Program: Sync {
     /// The address of each pin of the program, by index (what `Env::pins` points at).
     fn pins(&self) -> *const usize;
 
+    /// The address of every intrinsic, by `Intr` (what `Env::intrinsics` points at).
+    fn intrinsics(&self) -> *const usize;
+
     /// Site `index` of the program (see [`Site`]).
     fn site(&self, index: usize) -> Option<&Site>;
 
@@ -86,7 +89,7 @@ pub struct Env<'a> {
     /// The address of every pin of the running program, by index (see [`Pin`]):
     /// compiled code reads a descriptor or constant as `pins[i]`.
     pub pins: *const usize,
-    /// The address of every intrinsic, by `Intr` (`intrinsics::table`): compiled code
+    /// The address of every intrinsic, by `Intr` (`Program::intrinsics`): compiled code
     /// calls an intrinsic as `intrinsics[i]`.
     pub intrinsics: *const usize,
     pub host: &'a Host,
@@ -112,7 +115,7 @@ impl<'a> Env<'a> {
             max_iterations: host.limits.max_loop_iterations,
             out: 0,
             pins: program.pins(),
-            intrinsics: crate::intrinsics::table(),
+            intrinsics: program.intrinsics(),
             host,
             program,
             error: None,

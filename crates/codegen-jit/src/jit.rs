@@ -192,6 +192,10 @@ impl Program for JitProgram {
         self.frame
     }
 
+    fn intrinsics(&self) -> *const usize {
+        crate::intrinsics::table()
+    }
+
     fn site(&self, index: usize) -> Option<&Site> {
         self.sites.get(index)
     }

@@ -69,7 +69,7 @@ pub fn swap_open(saved: &mut OpenFrames) {
 
 /// The span of the innermost function call with a context still running on this
 /// thread, if spans are exported.
-pub(crate) fn innermost_span() -> Option<SpanContext> {
+pub fn innermost_span() -> Option<SpanContext> {
     OPEN.with(|open| {
         let mut open = open.borrow_mut();
         while let Some(last) = open.last() {

@@ -240,12 +240,13 @@ pub(crate) fn llm_span(
     CallSpan(Some(parent.with_span(span)))
 }
 
-/// The span of an extern call, under the innermost function span open on this thread.
-pub fn tool_span(tool: &str, attributes: Vec<KeyValue>) -> CallSpan {
+/// The span of an extern call, under `parent` (the innermost function span open on the
+/// calling thread: `context::innermost_span`), or the run's span.
+pub fn tool_span(parent: Option<SpanContext>, tool: &str, attributes: Vec<KeyValue>) -> CallSpan {
     let Some(t) = ACTIVE.get() else {
         return CallSpan::none();
     };
-    let parent = crate::context::innermost_span().unwrap_or_else(|| t.root.clone());
+    let parent = parent.unwrap_or_else(|| t.root.clone());
     let mut all = vec![
         KeyValue::new("gen_ai.operation.name", "execute_tool"),
         KeyValue::new("gen_ai.tool.name", tool.to_owned()),

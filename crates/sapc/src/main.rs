@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod args;
 mod cache;
 mod check;
 mod config;
@@ -12,6 +13,7 @@ mod providers;
 mod render;
 mod run;
 mod serve;
+mod session;
 mod test;
 mod trace;
 
@@ -61,7 +63,7 @@ enum Command {
         emit_ir: bool,
     },
     /// Check and run a program's `main`.
-    Run(Box<run::RunArgs>),
+    Run(Box<args::RunArgs>),
     /// Run the `test "name" { … }` items of sap files, with the model's answers
     /// scripted by their `given`s; exits 1 when one fails.
     Test(Box<test::TestArgs>),

@@ -1,19 +1,14 @@
 //! `sapc mcp`: MCP servers' tools as sap modules (`import`, `list`), and the tools a run
 //! connects to.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use clap::Subcommand;
-use ir::{Binding, Module};
-use runtime::tools::Tools;
 use runtime::tools::import::import_module;
 use runtime::tools::lock::ToolLock;
 use runtime::tools::mcp::McpServer;
-use runtime::trace::TraceSink;
 
-use crate::config::{Config, read_config};
+use crate::config::read_config;
 use crate::exit;
 
 #[derive(Subcommand)]
@@ -35,7 +30,7 @@ pub enum McpCommand {
     },
     /// Serve the program's `export fn`s as MCP tools over standard input and output
     /// (with `sapc run`'s flags for the provider, budgets and grants).
-    Serve(Box<crate::run::RunArgs>),
+    Serve(Box<crate::args::RunArgs>),
 }
 
 pub fn run(command: McpCommand) -> u8 {
@@ -127,50 +122,4 @@ fn list(name: &str, dir: &Path) -> Result<(), String> {
         println!("    {}", line.signature);
     }
     Ok(())
-}
-
-/// The MCP servers `module`'s bound externs call, from sap.toml, each expecting the tools
-/// the program uses (compared with sap.lock when it connects).
-pub fn tools_for(
-    module: &Module,
-    config: &Config,
-    trace: Option<TraceSink>,
-    deadline: Option<Instant>,
-) -> Result<Tools, String> {
-    // Only the tools the code uses are looked for on their servers.
-    let used = module.used_externs();
-    let mut wanted: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for e in module
-        .externs
-        .iter()
-        .filter(|e| used.contains(e.name.as_str()))
-    {
-        if let Some(Binding::Mcp { server, tool }) = &e.binding {
-            if !config.mcp.contains_key(server) {
-                return Err(format!(
-                    "`{}` is bound to MCP server `{server}`, but {} has no [mcp.{server}] table",
-                    e.name,
-                    config.dir.join("sap.toml").display()
-                ));
-            }
-            wanted
-                .entry(server.as_str())
-                .or_default()
-                .insert(tool.clone());
-        }
-    }
-    let mut tools = Tools::default()
-        .with_deadline(deadline)
-        .with_trace(trace.clone());
-    if wanted.is_empty() {
-        return Ok(tools);
-    }
-    let lock = ToolLock::read(&config.dir.join("sap.lock"))?;
-    for (server, declared) in wanted {
-        let s = McpServer::new(server, config.mcp[server].clone(), &config.dir)
-            .expecting(declared, &lock)
-            .with_trace(trace.clone());
-        tools.add_server(s);
-    }
-    Ok(tools)
 }

@@ -17,9 +17,9 @@ use runtime::provider::openai::{OpenAiConfig, OpenAiProvider, Structured};
 use runtime::provider::replay::{RecordingProvider, ReplayProvider};
 use runtime::schema::target::Target;
 
+use crate::args::RunArgs;
 use crate::cache;
 use crate::config::Config;
-use crate::run::RunArgs;
 
 pub fn transcript_beside(program: &Path) -> PathBuf {
     program.with_extension("transcript.jsonl")

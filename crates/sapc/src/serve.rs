@@ -19,8 +19,9 @@ use runtime::types::ParamDesc;
 use runtime::value::decode;
 use serde_json::{Map, Value as JsonValue};
 
+use crate::args::RunArgs;
 use crate::config::load_config;
-use crate::run::{RunArgs, checked_externs, compile, host_for, load_program};
+use crate::session::{checked_externs, compile, host_for, load_program};
 use crate::{cache, exit};
 
 /// One exported function as a tool.

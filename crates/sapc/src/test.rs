@@ -15,10 +15,10 @@ use clap::ValueEnum;
 use codegen_jit::{Host, Tokio};
 use ir::{Module, SiteKind, Type, TypeDef};
 
+use crate::args::RunArgs;
 use crate::config::load_config;
-use crate::run::{
-    RunArgs, checked_externs, compile_tests, file_texts, host_for, load_program, render_error,
-};
+use crate::run::render_error;
+use crate::session::{checked_externs, compile_tests, file_texts, host_for, load_program};
 use crate::{cache, exit};
 
 /// The stack of each thread running tests.

@@ -95,7 +95,7 @@ impl Host {
             attributes.push(Attribute::new("code.line.number", i64::from(line)));
             attributes.push(Attribute::new("code.column.number", i64::from(column)));
         }
-        telemetry::tool_span(name, attributes)
+        telemetry::tool_span(runtime::context::innermost_span(), name, attributes)
     }
 
     /// Calls a tool outside the host: an MCP server's, or a standard tool.
