@@ -19,7 +19,6 @@ pub mod call;
 pub mod context;
 pub mod error;
 pub mod http;
-pub mod journal;
 pub mod lenient;
 pub mod limit;
 pub mod llm;

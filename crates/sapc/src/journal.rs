@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use ::journal;
 use clap::Subcommand;
-use runtime::journal;
 
 use crate::exit;
 

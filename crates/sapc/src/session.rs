@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ::journal::{self, Journal};
 use codegen_jit::{ExecError, Externs, Host, Limits, Tokio};
 use ir::{Binding, Module};
-use runtime::journal::{self, Journal};
 use runtime::tools::Tools;
 use runtime::tools::lock::ToolLock;
 use runtime::tools::mcp::McpServer;

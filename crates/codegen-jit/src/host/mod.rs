@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::collections::HashMap;
 
 use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type};
-use runtime::journal::{self, Found, Journal};
+use journal::{self, Found, Journal};
 use runtime::schema::ArmDesc;
 use runtime::tools::Tools;
 use runtime::types::{ParamDesc, TypeDesc};
@@ -307,7 +307,7 @@ impl Host {
             .map_or_else(|| "?".to_owned(), |f| f.name.clone())
     }
 
-    /// Journals the run's extern calls, `input` and `print` (see `runtime::journal`).
+    /// Journals the run's extern calls, `input` and `print` (see the `journal` crate).
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Host {
         self.journal = Some(journal);
         self

@@ -22,13 +22,13 @@ use serde_json::{Value as JsonValue, json};
 use crate::budget::{Budgets, Meter, RunStats};
 use crate::context::Context;
 use crate::error::{CallSite, ErrorKind, RuntimeError};
-use crate::journal::{self, Found, Journal};
 use crate::llm::{Correction, Finish, LlmRequest, Provider, ProviderError};
 use crate::schema::{self, ArmDesc};
 use crate::telemetry::{self, Attribute as KeyValue};
 use crate::trace::TraceSink;
 use crate::types::{ParamDesc, TypeDesc};
 use crate::value::Value;
+use journal::{self, Found, Journal};
 
 mod answers;
 mod requests;

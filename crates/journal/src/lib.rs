@@ -2,7 +2,7 @@
 //!
 //! The journal is an SQLite database (WAL mode) holding, for one program, every model
 //! call, extern call, `input` line and `print` of its run, keyed by the call's place in
-//! the program's own order ([`crate::order`]: the thread of control's sequence, and the
+//! the program's own order (`runtime::order`: the thread of control's sequence, and the
 //! index of each fan-out iteration it is under), so the key does not depend on timing.
 //! Each entry also keeps the request's SHA-256, the request itself, the call site and
 //! its call path.
@@ -22,6 +22,8 @@
 //!
 //! One run at a time: a run holds an advisory lock on the file; `sapc journal show`
 //! reads while a run writes (WAL).
+
+#![forbid(unsafe_code)]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -68,7 +70,7 @@ impl Kind {
 #[derive(Clone, Debug)]
 pub struct Call<'a> {
     pub kind: Kind,
-    /// Its place in the program's order ([`crate::order::Position`]).
+    /// Its place in the program's order (`runtime::order::Position`).
     pub position: &'a [u32],
     /// The function a model call answers for, or the extern called.
     pub name: &'a str,
@@ -561,8 +563,8 @@ fn divergence(call: &Call<'_>, entry: &Entry, old: &str, path: &Path) -> String 
         let (line, before, after) = first_difference(old, call.request);
         format!(
             "its request changed at line {line}:\n  journaled: {}\n  now:       {}",
-            crate::error::shorten(before, 300),
-            crate::error::shorten(after, 300)
+            shorten(before, 300),
+            shorten(after, 300)
         )
     };
     format!(
@@ -677,3 +679,11 @@ pub fn forget(path: &Path, position: &str) -> Result<bool, JournalError> {
 
 #[cfg(test)]
 mod tests;
+
+/// `text` cut to `most` characters, with an ellipsis when cut.
+fn shorten(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
