@@ -53,9 +53,12 @@ pub fn trim(text: &str) -> &str {
 
 /// The strings of a JSON answer as it streams in: whether the one being written has
 /// run past its budget.
+#[derive(Clone, Copy)]
 pub struct Texts {
-    /// Characters a string may hold: four a token.
+    /// What a string may hold: characters (four a token), or pieces (tokens) when fed
+    /// one token at a time ([`Texts::per_token`]).
     limit: usize,
+    per_piece: bool,
     inside: bool,
     escaped: bool,
     /// Characters of the string being written.
@@ -66,20 +69,42 @@ impl Texts {
     pub fn new(max_text_tokens: u32) -> Texts {
         Texts {
             limit: max_text_tokens as usize * 4,
+            per_piece: false,
             inside: false,
             escaped: false,
             run: 0,
         }
     }
 
+    /// Counting tokens rather than characters: each piece fed is one token (a generator
+    /// in this process, which sees them).
+    pub fn per_token(max_text_tokens: u32) -> Texts {
+        Texts {
+            limit: max_text_tokens as usize,
+            per_piece: true,
+            ..Texts::new(max_text_tokens)
+        }
+    }
+
+    /// Whether `piece`, written next, would take the string being written past the
+    /// limit (a generator that can still choose the next token closes the string
+    /// instead). Changes nothing.
+    pub fn would_run_on(&self, piece: &str) -> bool {
+        let mut next = *self;
+        next.feed(piece)
+    }
+
     /// Follows `piece`, the answer's next text; true when the string being written has
     /// run past the limit (the answer is then stopped, as cut off).
     pub fn feed(&mut self, piece: &str) -> bool {
+        let before = self.run;
+        let mut opened = false;
         for c in piece.chars() {
             if !self.inside {
                 if c == '"' {
                     self.inside = true;
                     self.run = 0;
+                    opened = true;
                 }
             } else if self.escaped {
                 self.escaped = false;
@@ -91,6 +116,10 @@ impl Texts {
             } else {
                 self.run += 1;
             }
+        }
+        if self.per_piece && self.inside {
+            // The piece is one token of the string, unless it opened the string.
+            self.run = if opened { 0 } else { before + 1 };
         }
         self.inside && self.run > self.limit
     }
@@ -108,6 +137,21 @@ mod tests {
         let lines = format!("{{\"fields\": [{}", "\n    \"items_list_List\",".repeat(40));
         assert!(repeats_itself(&lines));
         assert_eq!(trim(&lines), "{\"fields\": [\n    \"items_list_List\",");
+    }
+
+    #[test]
+    fn a_text_counted_in_tokens_is_told_at_its_token_budget() {
+        let mut texts = Texts::per_token(3);
+        assert!(!texts.feed("{\"coffee\": \""));
+        assert!(!texts.feed("The Review"));
+        assert!(!texts.feed(": 1,"));
+        assert!(!texts.feed(" The"));
+        assert!(texts.would_run_on(" Review"));
+        assert!(!texts.would_run_on("\""), "a closing quote ends it");
+        assert!(
+            !texts.would_run_on("\", \""),
+            "and a new string starts afresh"
+        );
     }
 
     #[test]

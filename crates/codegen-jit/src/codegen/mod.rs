@@ -5,10 +5,11 @@
 //! list operations are native code; everything else calls the intrinsics.
 //!
 //! [`compile`] makes a [`NativeProgram`]: each function's machine code and relocations,
-//! and the pins the code points at (`abi::Pin`), as plain data. Nothing here knows
-//! where the code will live: `jit.rs` links it into this process, either right away
-//! (`sapc run`) or after `native_module.rs` wrote it to the build cache and read it back
-//! (`sapc build`, then `sapc run`). Only the functions `main` can reach are compiled,
+//! the pins the code points at (`abi::Pin`) and its error sites (`abi::Site`), as plain
+//! data. Nothing here knows where the code will live: `link.rs` lays it out in one
+//! piece, and `jit.rs` puts that in executable memory, either right away (`sapc run`)
+//! or after `native_module.rs` wrote it to the build cache and mapped it back (`sapc
+//! build`, then `sapc run`). Only the functions `main` can reach are compiled,
 //! and they are compiled in parallel, one Cranelift context per thread.
 //!
 //! - `function.rs`: [`FnCg`](function::FnCg), one function's blocks and values;

@@ -647,21 +647,31 @@ fn attempt(
     let mut out: Vec<u8> = Vec::new();
     let mut finish = Finish::Length;
     let vocab = model.vocab();
-    // A text that runs on past its budget ends the answer, as cut off (`runaway`).
-    let mut texts = crate::runaway::Texts::new(job.max_text_tokens);
+    // A text that runs on past its budget (`runaway`) is closed there: the quote is
+    // given as the next token, when the grammar allows one, and the model goes on with
+    // the rest of the answer. Where it does not, the answer ends, as cut off.
+    let mut texts = crate::runaway::Texts::per_token(job.max_text_tokens);
+    let quote = match vocab.tokenize(b"\"", false, false)[..] {
+        [q] => Some(q),
+        _ => None,
+    };
     for _ in 0..job.max_tokens {
-        let token = next_token(ctx, &mut grammar);
+        let mut token = next_token(ctx, &mut grammar);
+        let piece = vocab.token_to_piece(token, false, None);
+        if !vocab.is_eog(token) && texts.would_run_on(&String::from_utf8_lossy(&piece)) {
+            match quote.filter(|&q| allows(&mut grammar, q)) {
+                Some(q) => token = q,
+                None => break,
+            }
+        }
         grammar.accept(token);
         if vocab.is_eog(token) {
             finish = Finish::Stop;
             break;
         }
         let piece = vocab.token_to_piece(token, false, None);
-        let ran_on = texts.feed(&String::from_utf8_lossy(&piece));
+        texts.feed(&String::from_utf8_lossy(&piece));
         out.extend(piece);
-        if ran_on {
-            break;
-        }
         batch.clear();
         batch
             .add(token, position as i32, &ids, true)
@@ -715,6 +725,13 @@ fn next_token(ctx: &Context<'_>, grammar: &mut LlamaSampler) -> LlamaToken {
     grammar.apply(&mut all);
     let i = first_max(all.data.iter().map(|t| t.logit()).enumerate());
     all.data[i].id()
+}
+
+/// Whether the grammar, as it stands, allows `token` next.
+fn allows(grammar: &mut LlamaSampler, token: LlamaToken) -> bool {
+    let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 0.0, 0.0)], false);
+    grammar.apply(&mut one);
+    one.data[0].logit() > f32::NEG_INFINITY
 }
 
 /// The index of the first greatest value (the one llama.cpp's greedy sampler takes).
