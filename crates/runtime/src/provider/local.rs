@@ -657,10 +657,13 @@ fn attempt(
     };
     for _ in 0..job.max_tokens {
         let mut token = next_token(ctx, &mut grammar);
-        let piece = vocab.token_to_piece(token, false, None);
+        let mut piece = vocab.token_to_piece(token, false, None);
         if !vocab.is_eog(token) && texts.would_run_on(&String::from_utf8_lossy(&piece)) {
             match quote.filter(|&q| allows(&mut grammar, q)) {
-                Some(q) => token = q,
+                Some(q) => {
+                    token = q;
+                    piece = b"\"".to_vec();
+                }
                 None => break,
             }
         }
@@ -669,7 +672,6 @@ fn attempt(
             finish = Finish::Stop;
             break;
         }
-        let piece = vocab.token_to_piece(token, false, None);
         texts.feed(&String::from_utf8_lossy(&piece));
         out.extend(piece);
         batch.clear();
