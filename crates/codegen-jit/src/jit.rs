@@ -69,7 +69,6 @@ pub fn target() -> Result<String, String> {
 /// Loads `native`, compiled from `module` (whose function bodies it no longer needs:
 /// see `ir::Module::without_bodies`), into this process.
 pub fn load(native: &NativeProgram, module: Arc<Module>) -> Result<JitProgram, String> {
-    suits_this_machine(&native.target)?;
     let laid = link::lay_out(native, module.functions.len())?;
     let image = Image::copy_of(&laid.code).map_err(|e| format!("cannot map the code: {e}"))?;
     load_mapped(
