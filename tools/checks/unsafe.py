@@ -21,7 +21,7 @@ ALLOWED = [
     "crates/codegen-jit/src/raw/",  # heap objects, calling and mapping code, the allocator
     "crates/codegen-jit/src/lib.rs",  # only `#[allow(unsafe_code)] mod raw;`
     "crates/runtime/src/tasks.rs",  # coroutines reaching their yielder
-    "crates/runtime/src/provider/local/kept.rs",  # llama.cpp's KV state as bytes
+    "crates/provider-local/src/kept.rs",  # llama.cpp's KV state as bytes
 ]
 UNSAFE = re.compile(r"\bunsafe\s*(\{|fn\b|impl\b|extern\b)")
 ALLOW = re.compile(r"allow\(\s*unsafe_code\s*\)")

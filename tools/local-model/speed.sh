@@ -2,7 +2,7 @@
 # The in-process llama.cpp against llama-server, per token, side by side in one run
 # (issue #19): the same GGUF, the same prompt of 431 tokens evaluated in one batch and
 # 20 greedy answer tokens, several rounds each, in turn. The local figures come from
-# `crates/runtime/examples/local_speed.rs` (a context made as the local provider makes
+# `crates/provider-local/examples/local_speed.rs` (a context made as the local provider makes
 # it); the server's are its own `timings` from `/completion` (prompt cache off).
 #
 #     tools/local-model/setup.sh && tools/local-model/speed.sh [ROUNDS]
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 source tools/local-model/common.sh
 rounds="${1:-5}"
 port=8778
-cargo build --release -q -p runtime --features local --example local_speed
+cargo build --release -q -p provider-local --features llama --example local_speed
 "$llama_server" --model "$model" --host 127.0.0.1 --port "$port" --ctx-size 8192 \
     --parallel 2 > "$root/speed-server.log" 2>&1 &
 pid=$!

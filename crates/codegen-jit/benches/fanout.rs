@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use codegen_jit::{Externs, Host, Limits, on_big_stack};
-use runtime::http::HttpConfig;
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
+use http_transport::HttpConfig;
+use providers::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{CallSite, Context, Runtime, RuntimeConfig, TypeDesc};
 use serde_json::json;
 use test_support::http::{MockServer, Reply};

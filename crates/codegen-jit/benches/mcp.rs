@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use codegen_jit::{Externs, Host, Limits, on_big_stack};
-use runtime::tools::Tools;
-use runtime::tools::mcp::{McpServer, ServerConfig};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tools::Tools;
+use tools::mcp::{McpServer, ServerConfig};
 
 /// As `sapc` allocates.
 #[global_allocator]

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use codegen_jit::{Evaluator, ExecError, Externs, Host, Limits, native_module, on_big_stack};
 use ir::{Module, SrcSpan};
-use runtime::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, ProviderError};
-use runtime::provider::replay::ReplayProvider;
+use llm::{BoxFuture, LlmRequest, LlmResponse, Provider, ProviderError};
+use providers::replay::ReplayProvider;
 use runtime::{Runtime, RuntimeConfig};
 use test_support::fixtures::is_program;
 

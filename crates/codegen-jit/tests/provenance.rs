@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use codegen_jit::{Externs, Host, Limits, on_big_stack};
 use ir::{SiteKind, Type};
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
-use runtime::tools::Tools;
-use runtime::tools::standard::Grants;
+use providers::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{Runtime, RuntimeConfig, Value};
+use tools::Tools;
+use tools::standard::Grants;
 
 fn module(source: &str) -> ir::Module {
     let mut db = hir::Database::default();

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use runtime::http::HttpConfig;
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
-use runtime::types::TypeDesc;
+use http_transport::HttpConfig;
+use llm::types::TypeDesc;
+use providers::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{CallSite, Context, Runtime, RuntimeConfig};
 use serde_json::{Value as JsonValue, json};
 use test_support::http::{MockServer, Reply};

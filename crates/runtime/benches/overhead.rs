@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use runtime::http::HttpConfig;
-use runtime::llm::Provider;
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
-use runtime::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
+use http_transport::HttpConfig;
+use llm::Provider;
+use llm::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
+use providers::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{CallSite, Context, Runtime, RuntimeConfig, Value};
 use serde_json::json;
 use test_support::http::{MockServer, Reply};
@@ -87,7 +87,7 @@ fn per_call_overhead(c: &mut Criterion) {
             let (request, shape) = rt.produce_request(black_box(&ctx), "analyze_code", &ty);
             let body = provider.body(&request).to_string();
             let parsed: serde_json::Value = serde_json::from_str(black_box(&completion)).unwrap();
-            let response = runtime::provider::openai::parse_completion(&parsed).unwrap();
+            let response = providers::openai::parse_completion(&parsed).unwrap();
             let value = rt.interpret(&response.text, &shape).unwrap();
             black_box((body.len(), value))
         })

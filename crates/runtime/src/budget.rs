@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{CallSite, ErrorKind, RuntimeError};
-use crate::llm::Usage;
+use llm::Usage;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Budgets {

@@ -6,8 +6,7 @@
 
 use std::cell::RefCell;
 
-/// A position: compare lexicographically.
-pub type Position = Vec<u32>;
+pub use llm::Position;
 
 #[derive(Default)]
 struct Cursor {

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value as JsonValue};
 
-use crate::types::TypeDesc;
+use llm::types::TypeDesc;
 
 /// Finds the JSON in an answer. Returns it and the names of the repairs applied.
 pub fn extract_json(text: &str) -> Option<(JsonValue, Vec<&'static str>)> {
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_missing_option_field_is_none() {
-        use crate::types::{FieldDesc, StructDesc};
+        use llm::types::{FieldDesc, StructDesc};
         let ty = TypeDesc::Struct(std::sync::Arc::new(StructDesc {
             name: "Person".to_owned(),
             doc: None,

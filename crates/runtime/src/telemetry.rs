@@ -95,7 +95,8 @@ pub struct OtlpConfig {
 /// Starts exporting for this process. Fails on a malformed endpoint; a collector that
 /// cannot be reached is reported by the SDK when it exports, and never stops the run.
 pub fn install(config: OtlpConfig) -> Result<(), String> {
-    crate::http::install_crypto();
+    // rustls needs a process-wide crypto provider; a second install is a no-op.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()

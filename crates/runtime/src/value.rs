@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value as JsonValue;
 
-use crate::types::{EnumDesc, StructDesc, TypeDesc};
+use llm::types::{EnumDesc, StructDesc, TypeDesc};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {

@@ -5,8 +5,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use runtime::provider::anthropic::{AnthropicConfig, AnthropicProvider};
-use runtime::types::TypeDesc;
+use llm::types::TypeDesc;
+use providers::anthropic::{AnthropicConfig, AnthropicProvider};
 use runtime::{Context, ErrorKind, Value};
 use serde_json::{Value as JsonValue, json};
 use test_support::http::{MockServer, Reply};

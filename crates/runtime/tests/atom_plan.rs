@@ -4,9 +4,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use llm::types::{ParamDesc, TypeDesc};
 use runtime::Value;
 use runtime::atom_plan::{self, ExecOptions, ToolSig};
-use runtime::types::{ParamDesc, TypeDesc};
 use serde_json::{Value as JsonValue, json};
 
 fn binary(name: &str) -> ToolSig {

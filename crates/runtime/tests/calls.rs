@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use runtime::schema::ArmDesc;
+use llm::schema::ArmDesc;
+use llm::types::{ParamDesc, TypeDesc};
 use runtime::trace::TraceSink;
-use runtime::types::{ParamDesc, TypeDesc};
 use runtime::{Budgets, Context, ErrorKind, Runtime, RuntimeConfig, Value};
 use serde_json::{Value as JsonValue, json};
 use test_support::http::{MockServer, Reply};

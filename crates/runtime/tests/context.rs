@@ -3,24 +3,23 @@
 
 use std::sync::Arc;
 
+use llm::types::{FieldDesc, StructDesc, TypeDesc};
 use runtime::context::Entry;
-use runtime::types::{FieldDesc, StructDesc, TypeDesc};
 use runtime::value::StructValue;
 use runtime::{Context, Runtime, RuntimeConfig, Value};
 
 struct NoProvider;
 
-impl runtime::llm::Provider for NoProvider {
+impl llm::Provider for NoProvider {
     fn name(&self) -> &str {
         "none"
     }
     fn complete<'a>(
         &'a self,
-        _: &'a runtime::llm::LlmRequest,
-    ) -> runtime::llm::BoxFuture<'a, Result<runtime::llm::LlmResponse, runtime::llm::ProviderError>>
-    {
+        _: &'a llm::LlmRequest,
+    ) -> llm::BoxFuture<'a, Result<llm::LlmResponse, llm::ProviderError>> {
         Box::pin(async {
-            Err(runtime::llm::ProviderError::Protocol(
+            Err(llm::ProviderError::Protocol(
                 "no provider in this test".to_owned(),
             ))
         })

@@ -7,10 +7,10 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use runtime::llm::Provider;
-use runtime::provider::gemini::{GeminiConfig, GeminiProvider};
-use runtime::schema::ArmDesc;
-use runtime::types::{ParamDesc, TypeDesc};
+use llm::Provider;
+use llm::schema::ArmDesc;
+use llm::types::{ParamDesc, TypeDesc};
+use providers::gemini::{GeminiConfig, GeminiProvider};
 use runtime::{Context, ErrorKind, Value};
 use serde_json::{Value as JsonValue, json};
 use test_support::http::{MockServer, Reply};

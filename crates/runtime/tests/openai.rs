@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use runtime::provider::openai::OpenAiProvider;
-use runtime::types::TypeDesc;
+use llm::types::TypeDesc;
+use providers::openai::OpenAiProvider;
 use runtime::{Context, ErrorKind, Value};
 use serde_json::json;
 use test_support::http::{MockServer, Reply};
@@ -371,7 +371,7 @@ async fn client_errors_are_not_retried() {
 #[tokio::test]
 async fn an_api_key_with_a_line_break_is_refused_not_sent_nor_retried() {
     let server = MockServer::start(|_, _| Reply::json(completion(r#"{"value": 5}"#))).await;
-    let config = runtime::provider::openai::OpenAiConfig {
+    let config = providers::openai::OpenAiConfig {
         api_key: Some("sk-secret-0123\n".to_owned()),
         ..openai_config(&server, false)
     };
@@ -536,9 +536,9 @@ async fn wrong_servers_are_named_not_dumped() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let provider = OpenAiProvider::new(runtime::provider::openai::OpenAiConfig {
+    let provider = OpenAiProvider::new(providers::openai::OpenAiConfig {
         http: http_config(),
-        ..runtime::provider::openai::OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m")
+        ..providers::openai::OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m")
     })
     .unwrap();
     let err = runtime(Arc::new(provider))
@@ -556,10 +556,10 @@ async fn wrong_servers_are_named_not_dumped() {
 
 #[tokio::test]
 async fn a_local_server_gets_the_output_budget_and_its_own_schema_dialect() {
-    use runtime::provider::openai::OpenAiConfig;
-    use runtime::schema::ArmDesc;
-    use runtime::schema::target::Target;
-    use runtime::types::ParamDesc;
+    use llm::schema::ArmDesc;
+    use llm::schema::target::Target;
+    use llm::types::ParamDesc;
+    use providers::openai::OpenAiConfig;
 
     // llama.cpp's dialect: a `select` is a top-level `anyOf` tagged by `const`, and the
     // answer comes without the `choice` wrapper.
@@ -620,7 +620,7 @@ async fn a_local_server_gets_the_output_budget_and_its_own_schema_dialect() {
     // OpenAI's own API: no derived limit (its reasoning models spend output on thought).
     let budgeted =
         OpenAiProvider::new(OpenAiConfig::new("https://api.openai.com/v1", "m")).unwrap();
-    let request = runtime::llm::LlmRequest {
+    let request = llm::LlmRequest {
         system: "s".into(),
         context: String::new(),
         instruction: "i".into(),
@@ -743,8 +743,8 @@ async fn a_streamed_text_that_runs_on_is_stopped_at_its_budget() {
 /// clause, not "valid under none of the clauses".
 #[tokio::test]
 async fn a_wrong_clause_is_corrected_precisely() {
-    use runtime::schema::ArmDesc;
-    use runtime::types::ParamDesc;
+    use llm::schema::ArmDesc;
+    use llm::types::ParamDesc;
     let server = MockServer::start(|_, i| {
         Reply::json(completion(if i == 0 {
             r#"{"choice": {"option": 0, "arguments": {"x": 256741839148139}}}"#

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use runtime::schema::{schema_of, value_schema};
-use runtime::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
+use llm::schema::{schema_of, value_schema};
+use llm::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
 use runtime::value::decode;
 use serde_json::json;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use runtime::provider::openai::OpenAiProvider;
-use runtime::types::TypeDesc;
+use llm::types::TypeDesc;
+use providers::openai::OpenAiProvider;
 use runtime::{Context, Value};
 use serde_json::json;
 use test_support::http::{MockServer, Reply};
@@ -117,11 +117,11 @@ async fn a_connection_closed_mid_stream_is_a_cut() {
             });
         }
     });
-    let config = runtime::provider::openai::OpenAiConfig {
+    let config = providers::openai::OpenAiConfig {
         api_key: Some(API_KEY.to_owned()),
         stream: true,
         http: http_config(),
-        ..runtime::provider::openai::OpenAiConfig::new(format!("http://{addr}/v1"), "test-model")
+        ..providers::openai::OpenAiConfig::new(format!("http://{addr}/v1"), "test-model")
     };
     let rt = runtime(Arc::new(OpenAiProvider::new(config).unwrap()));
     let value = rt

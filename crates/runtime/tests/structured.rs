@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider, Structured};
-use runtime::types::TypeDesc;
+use llm::types::TypeDesc;
+use providers::openai::{OpenAiConfig, OpenAiProvider, Structured};
 use runtime::{Context, Value};
 use serde_json::{Value as JsonValue, json};
 use test_support::http::{MockServer, Reply};

@@ -7,9 +7,9 @@ use std::io::Cursor;
 use std::sync::Arc;
 
 use common::*;
-use runtime::provider::interactive::InteractiveProvider;
-use runtime::provider::replay::{RecordingProvider, ReplayProvider};
-use runtime::types::TypeDesc;
+use llm::types::TypeDesc;
+use providers::interactive::InteractiveProvider;
+use providers::replay::{RecordingProvider, ReplayProvider};
 use runtime::{Context, ErrorKind, Value};
 use test_support::http::{MockServer, Reply};
 
@@ -191,16 +191,15 @@ async fn the_end_of_input_is_an_error_not_a_hang() {
 /// first (the iteration's number is in the context).
 struct Staggered;
 
-impl runtime::llm::Provider for Staggered {
+impl llm::Provider for Staggered {
     fn name(&self) -> &str {
         "staggered"
     }
 
     fn complete<'a>(
         &'a self,
-        request: &'a runtime::llm::LlmRequest,
-    ) -> runtime::llm::BoxFuture<'a, Result<runtime::llm::LlmResponse, runtime::llm::ProviderError>>
-    {
+        request: &'a llm::LlmRequest,
+    ) -> llm::BoxFuture<'a, Result<llm::LlmResponse, llm::ProviderError>> {
         Box::pin(async move {
             let n: u64 = request
                 .context
@@ -210,9 +209,9 @@ impl runtime::llm::Provider for Staggered {
                 .parse()
                 .unwrap_or(0);
             tokio::time::sleep(std::time::Duration::from_millis(10 * (8 - n.min(8)))).await;
-            Ok(runtime::llm::LlmResponse {
+            Ok(llm::LlmResponse {
                 text: format!(r#"{{"value": {n}}}"#),
-                finish: runtime::llm::Finish::Stop,
+                finish: llm::Finish::Stop,
                 usage: Default::default(),
                 retries: 0,
                 structured: None,
@@ -295,6 +294,6 @@ fn a_recording_keeps_the_recorded_providers_properties() {
     // provider it is given, the recorder.
     let person = InteractiveProvider::new(Box::new(Cursor::new(Vec::new())), Box::new(Vec::new()));
     let recorder = RecordingProvider::new(Arc::new(person), Box::new(Vec::new()), Vec::new());
-    assert!(runtime::llm::Provider::in_order(&recorder));
-    assert_eq!(runtime::llm::Provider::load_time(&recorder), None);
+    assert!(llm::Provider::in_order(&recorder));
+    assert_eq!(llm::Provider::load_time(&recorder), None);
 }

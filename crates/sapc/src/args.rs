@@ -1,5 +1,5 @@
-//! The options of `sapc run` (and of `sapc mcp serve`, `sapc test`, which take the same
-//! provider, budget and permission flags): what the front ends hand `session`.
+//! The flags of `sapc run` (and of `sapc mcp serve`, `sapc test`, which take the same
+//! provider, budget and permission flags), and the `session::Options` they make.
 
 use std::path::PathBuf;
 
@@ -119,4 +119,37 @@ pub enum JournalPolicy {
     #[default]
     Stop,
     RerunChanged,
+}
+
+impl RunArgs {
+    /// The run options these flags give.
+    pub fn options(&self) -> session::Options {
+        session::Options {
+            provider: self.provider.clone(),
+            structured: self.structured.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            replay: self.replay.clone(),
+            record: self.record.clone(),
+            trace: self.trace.clone(),
+            stream: self.stream,
+            max_calls: self.max_calls,
+            max_tokens: self.max_tokens,
+            max_time: self.max_time,
+            max_depth: self.max_depth,
+            max_iterations: self.max_iterations,
+            max_model_iterations: self.max_model_iterations,
+            allow_read: self.allow_read.clone(),
+            allow_write: self.allow_write.clone(),
+            allow_net: self.allow_net.clone(),
+            allow_run: self.allow_run.clone(),
+            concurrency: self.concurrency,
+            journal: self.journal.clone(),
+            journal_policy: match self.journal_policy {
+                JournalPolicy::Stop => session::JournalPolicy::Stop,
+                JournalPolicy::RerunChanged => session::JournalPolicy::RerunChanged,
+            },
+            otlp: self.otlp.clone(),
+        }
+    }
 }

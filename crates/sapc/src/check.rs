@@ -3,10 +3,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use runtime::schema::target::{self, Target};
+use llm::schema::target::{self, Target};
 
-use crate::render::{self, SourceText};
 use crate::{Format, exit};
+use session::render::{self, SourceText};
 
 pub fn run(paths: Vec<PathBuf>, format: Format, target: Option<&str>) -> u8 {
     let target = match target.map(|name| (name, Target::parse(name))) {
@@ -97,7 +97,7 @@ pub fn run(paths: Vec<PathBuf>, format: Format, target: Option<&str>) -> u8 {
     };
     let mut errors = 0;
     let mut warnings = 0;
-    let mut out = render::Printer::new(format);
+    let mut out = render::Printer::new(format.into());
     for (source, handle) in sources.iter().zip(handles) {
         let mut diagnostics = match handle {
             Some(file) => hir::check_file(&db, file).clone(),

@@ -4,16 +4,11 @@
 #![forbid(unsafe_code)]
 
 mod args;
-mod cache;
 mod check;
-mod config;
 mod journal;
 mod mcp;
-mod providers;
-mod render;
 mod run;
 mod serve;
-mod session;
 mod test;
 mod trace;
 
@@ -138,5 +133,15 @@ fn main() -> ExitCode {
                 ExitCode::from(exit::USAGE)
             }
         },
+    }
+}
+
+impl From<Format> for session::render::Format {
+    fn from(format: Format) -> session::render::Format {
+        match format {
+            Format::Human => session::render::Format::Human,
+            Format::Json => session::render::Format::Json,
+            Format::Github => session::render::Format::Github,
+        }
     }
 }

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use runtime::tools::import::import_module;
-use runtime::tools::lock::ToolLock;
-use runtime::tools::mcp::McpServer;
+use tools::import::import_module;
+use tools::lock::ToolLock;
+use tools::mcp::McpServer;
 
-use crate::config::read_config;
 use crate::exit;
+use session::read_config;
 
 #[derive(Subcommand)]
 pub enum McpCommand {
@@ -86,7 +86,7 @@ fn block_on<T>(f: impl Future<Output = T>) -> Result<T, String> {
 fn import(name: &str, dir: &Path) -> Result<(), String> {
     // The module is named after the server, as a sap identifier (`brave-search` →
     // `brave_search.sap`); its bindings keep the server's own name.
-    let module_name = runtime::tools::import::identifier(name);
+    let module_name = tools::import::identifier(name);
     let server = server(name, dir)?;
     let (tools, version) = block_on(async {
         let tools = server.list_tools().await?;

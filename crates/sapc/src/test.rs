@@ -15,11 +15,12 @@ use clap::ValueEnum;
 use codegen_jit::{Host, Tokio};
 use ir::{Module, SiteKind, Type, TypeDef};
 
-use crate::args::RunArgs;
-use crate::config::load_config;
-use crate::run::render_error;
-use crate::session::{checked_externs, compile_tests, file_texts, host_for, load_program};
-use crate::{cache, exit};
+use session::render::{render_error, stderr_color};
+use session::{
+    Options, cache, checked_externs, compile_tests, file_texts, host_for, load_config, load_program,
+};
+
+use crate::exit;
 
 /// The stack of each thread running tests.
 const TEST_STACK: usize = 256 << 20;
@@ -141,8 +142,12 @@ fn run_inner(args: &TestArgs) -> Result<u8, String> {
         let suite = match compile(&file, wanted)? {
             Ok(Some(suite)) => suite,
             Ok(None) => continue,
-            Err(_) => {
-                // The diagnostics were printed; the file's tests cannot run.
+            Err(failure) => {
+                // The file's tests cannot run: why, on standard error.
+                match failure {
+                    session::Failure::Diagnostics(d) => d.print(),
+                    other => eprintln!("{other}"),
+                }
                 broken.push(file.display().to_string());
                 continue;
             }
@@ -209,19 +214,16 @@ fn has_tests(text: &[u8]) -> bool {
 /// Checks and lowers one file with its tests, keeps the tests `wanted` names, and
 /// compiles what they reach (`ir::Module::reachable`): one selected test costs what it
 /// calls, not the whole file. `Ok(None)` when no test is wanted; `Err` when the file
-/// does not check (its diagnostics are printed).
+/// does not check (its diagnostics).
 fn compile(
     file: &Path,
     wanted: impl Fn(&str) -> bool,
-) -> Result<Result<Option<Suite>, u8>, String> {
+) -> Result<Result<Option<Suite>, session::Failure>, String> {
     let inputs = cache::Inputs::read(file)?;
-    let program = match load_program(&inputs)? {
-        Ok(p) => p,
-        Err(code) => return Ok(Err(code)),
-    };
-    let mut module = match compile_tests(&program)? {
+    let mut module = match load_program(&inputs).and_then(|p| compile_tests(&p)) {
         Ok(m) => m,
-        Err(code) => return Ok(Err(code)),
+        Err(session::Failure::Error(message)) => return Err(message),
+        Err(failure) => return Ok(Err(failure)),
     };
     module.tests.retain(|t| wanted(&t.name));
     if module.tests.is_empty() {
@@ -249,14 +251,12 @@ fn run_suite(
     tokio: &tokio::runtime::Runtime,
     started: Instant,
 ) -> Result<(Vec<Outcome>, Covered), String> {
-    let run_args = RunArgs {
-        file: suite.file.clone(),
+    let options = Options {
         provider: args.provider.clone(),
         model: args.model.clone(),
         base_url: args.base_url.clone(),
         replay: args.replay.clone(),
-        engine: "jit".to_owned(),
-        ..RunArgs::default()
+        ..Options::default()
     };
     let config = load_config(&suite.file)?;
     // The model answers only what no `given` scripts, and only when asked to.
@@ -279,7 +279,8 @@ fn run_suite(
                 // What the test prints is kept, and shown when it fails.
                 let captured = Captured::default();
                 let host = match host_for(
-                    &run_args,
+                    &suite.file,
+                    &options,
                     &config,
                     suite.module.clone(),
                     externs.clone(),
@@ -355,7 +356,7 @@ fn failure(suite: &Suite, host: &Host, e: &codegen_jit::ExecError) -> Failure {
     Failure {
         message: e.message.clone(),
         at,
-        rendered: render_error(&suite.texts, e),
+        rendered: render_error(&suite.texts, e, stderr_color()),
     }
 }
 

@@ -16,19 +16,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use std::collections::HashMap;
 
+use ::tools::Tools;
 use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type};
 use journal::{self, Found, Journal};
-use runtime::schema::ArmDesc;
-use runtime::tools::Tools;
-use runtime::types::{ParamDesc, TypeDesc};
+use llm::schema::ArmDesc;
+use llm::types::{ParamDesc, TypeDesc};
 use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
+use self::tools::BoundExtern;
 pub use arguments::main_arguments;
 pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
 pub use script::Coverage;
 use script::{Script, Scripted, outcome, short};
-use tools::BoundExtern;
 pub use types::site_schemas;
 use types::{desc_of, params_of, type_descs};
 
@@ -57,7 +57,7 @@ impl Default for Limits {
             max_depth: 10_000,
             max_loop_iterations: 1_000_000_000,
             max_model_iterations: 100,
-            concurrency: runtime::limit::DEFAULT_CAP,
+            concurrency: llm::limit::DEFAULT_CAP,
         }
     }
 }

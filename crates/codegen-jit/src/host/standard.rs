@@ -276,7 +276,7 @@ impl Host {
                         let params: serde_json::Map<String, serde_json::Value> = t
                             .params
                             .iter()
-                            .map(|p| (p.name.clone(), runtime::schema::schema_of(&p.ty)))
+                            .map(|p| (p.name.clone(), llm::schema::schema_of(&p.ty)))
                             .collect();
                         let mut o = serde_json::Map::new();
                         o.insert("name".into(), t.name.clone().into());

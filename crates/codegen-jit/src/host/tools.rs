@@ -3,9 +3,9 @@
 //! and traced.
 
 use ir::{Binding, SrcSpan};
+use llm::types::{ParamDesc, TypeDesc};
 use runtime::Value;
 use runtime::telemetry::{self, Attribute};
-use runtime::types::{ParamDesc, TypeDesc};
 
 use super::{Engine, ExecError, Host, standard_extern};
 

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use ir::{Module, SiteKind, Type, TypeDef};
-use runtime::schema::{self, ArmDesc};
-use runtime::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
+use llm::schema::{self, ArmDesc};
+use llm::types::{EnumDesc, FieldDesc, ParamDesc, StructDesc, TypeDesc, VariantDesc};
 
 pub(super) fn type_descs(module: &Module) -> Vec<TypeDesc> {
     // Two passes: first the names (so recursive types can refer to each other), then

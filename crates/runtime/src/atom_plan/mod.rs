@@ -27,7 +27,7 @@ use std::fmt;
 
 use serde_json::{Map, Value as JsonValue};
 
-use crate::types::{ParamDesc, TypeDesc};
+use llm::types::{ParamDesc, TypeDesc};
 
 pub use draw::{to_dot, to_mermaid};
 pub use execute::{AtomFailure, AtomRun, ExecOptions, Execution, ToolHost, ToolResult, execute};

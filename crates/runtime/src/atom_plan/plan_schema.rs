@@ -3,7 +3,7 @@
 use serde_json::{Value as JsonValue, json};
 
 use super::*;
-use crate::schema;
+use llm::schema;
 
 /// The JSON Schema of a plan over `tools`: each tool atom names one of the tools and
 /// gives its arguments, each a value of the parameter's type or a `<result_of_N>`

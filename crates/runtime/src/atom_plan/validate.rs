@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
-use crate::types::TypeDesc;
 use crate::value;
+use llm::types::TypeDesc;
 
 /// Every defect of `plan` against the offered tools, sorted by atom.
 pub fn validate(plan: &Plan, tools: &[ToolSig]) -> Vec<PlanError> {

@@ -7,9 +7,9 @@ use serde_json::{Map, Value as JsonValue, json};
 
 use super::{AnswerShape, CallKind, Interpreted, Runtime, WRAPPER};
 use crate::repair;
-use crate::schema;
-use crate::types::TypeDesc;
 use crate::value::{self, DecodeError, Value};
+use llm::schema;
+use llm::types::TypeDesc;
 
 impl Runtime {
     pub(super) fn validator(

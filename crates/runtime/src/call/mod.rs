@@ -22,13 +22,13 @@ use serde_json::{Value as JsonValue, json};
 use crate::budget::{Budgets, Meter, RunStats};
 use crate::context::Context;
 use crate::error::{CallSite, ErrorKind, RuntimeError};
-use crate::llm::{Correction, Finish, LlmRequest, Provider, ProviderError};
-use crate::schema::{self, ArmDesc};
 use crate::telemetry::{self, Attribute as KeyValue};
 use crate::trace::TraceSink;
-use crate::types::{ParamDesc, TypeDesc};
 use crate::value::Value;
 use journal::{self, Found, Journal};
+use llm::schema::{self, ArmDesc};
+use llm::types::{ParamDesc, TypeDesc};
+use llm::{Correction, Finish, LlmRequest, Provider, ProviderError};
 
 mod answers;
 mod requests;
@@ -157,18 +157,18 @@ impl Runtime {
     }
 
     /// The provider's adaptive concurrency limit, if it has one.
-    pub fn concurrency(&self) -> Option<crate::limit::LimitStats> {
+    pub fn concurrency(&self) -> Option<llm::limit::LimitStats> {
         self.provider.concurrency()
     }
 
     /// Whether the provider's calls are best made in the program's order
-    /// ([`crate::llm::Provider::in_order`]).
+    /// ([`llm::Provider::in_order`]).
     pub fn in_order(&self) -> bool {
         self.provider.in_order()
     }
 
     /// How long the provider took to load in this process
-    /// ([`crate::llm::Provider::load_time`]).
+    /// ([`llm::Provider::load_time`]).
     pub fn load_time(&self) -> Option<std::time::Duration> {
         self.provider.load_time()
     }
@@ -547,7 +547,7 @@ impl Runtime {
         kind: CallKind,
         attempt: u32,
         request: &LlmRequest,
-        response: &crate::llm::LlmResponse,
+        response: &llm::LlmResponse,
         parsed: Result<JsonValue, &str>,
         repairs: &[&'static str],
         latency: Duration,
@@ -579,7 +579,7 @@ impl Runtime {
         kind: CallKind,
         attempt: u32,
         request: &LlmRequest,
-        response: Option<&crate::llm::LlmResponse>,
+        response: Option<&llm::LlmResponse>,
         parsed: Result<JsonValue, &str>,
         repairs: &[&'static str],
         latency: Duration,

@@ -7,9 +7,9 @@ use serde_json::Value as JsonValue;
 
 use super::{AnswerShape, CallKind, Runtime, SYSTEM_PROMPT, WRAPPER};
 use crate::context::Context;
-use crate::llm::LlmRequest;
-use crate::schema::{self, ArmDesc};
-use crate::types::{FieldDesc, ParamDesc, StructDesc, TypeDesc};
+use llm::LlmRequest;
+use llm::schema::{self, ArmDesc};
+use llm::types::{FieldDesc, ParamDesc, StructDesc, TypeDesc};
 
 pub(super) fn synthetic_struct(
     name: &str,
@@ -54,7 +54,8 @@ fn one_line(doc: &str) -> String {
 }
 
 /// How a condition's instruction ends: after "Decide `f` (its doc)".
-pub const DECIDE_ASK: &str = ": true or false? Give one short sentence of reason, then the answer.";
+pub use llm::DECIDE_ASK;
+
 impl Runtime {
     /// The request and answer shape for an LLM function's result.
     pub fn produce_request(

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runtime::http::HttpConfig;
-use runtime::llm::Provider;
-use runtime::provider::openai::{OpenAiConfig, OpenAiProvider};
-use runtime::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
+use http_transport::HttpConfig;
+use llm::Provider;
+use llm::types::{EnumDesc, FieldDesc, StructDesc, TypeDesc, VariantDesc};
+use providers::openai::{OpenAiConfig, OpenAiProvider};
 use runtime::{CallSite, Runtime, RuntimeConfig};
 use serde_json::{Value as JsonValue, json};
 use test_support::http::MockServer;
