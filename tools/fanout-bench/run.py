@@ -12,11 +12,13 @@ same figure for the process's anonymous memory alone (its peak `RssAnon`, sample
 2 ms), what the calls themselves hold.
 
     python3 tools/fanout-bench/run.py [--sapc [LABEL=]PATH ...] [--rows 200,200:1000,...]
+                                      [--http1 ours,hyper]
 
 A row is ITEMS or ITEMS:CONCURRENCY. Several `--sapc` (say `before=/tmp/sapc-old
 after=target/release/sapc`) are measured side by side, each row against the same floor
 run. Rows above 20,000 items have no floor (the Node client cannot open that many
-sockets at once). Prints a Markdown table.
+sockets at once). `--http1 ours,hyper` runs each sapc with our HTTP/1.1 client and with
+hyper's (`SAP_HTTP1_CLIENT=hyper`), side by side. Prints a Markdown table.
 """
 
 import argparse
@@ -71,7 +73,7 @@ def floor(port, n):
     return float(out.stdout.strip())
 
 
-def sap(sapc, folder, port, n, concurrency, extra):
+def sap(sapc, folder, port, n, concurrency, extra, env=None):
     path = os.path.join(folder, f"fanout_{n}.sap")
     with open(path, "w") as f:
         f.write(PROGRAM.replace("ITEMS", str(n)))
@@ -83,7 +85,8 @@ def sap(sapc, folder, port, n, concurrency, extra):
     subprocess.run([sapc, "build", path], check=True, capture_output=True)
     server_stats(port)
     start = time.perf_counter()
-    proc = subprocess.Popen(base, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(base, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
     anon = [0]
     sampler = threading.Thread(target=sample_anon, args=(proc.pid, anon))
     sampler.start()
@@ -122,11 +125,25 @@ def main():
     ap.add_argument("--port", type=int, default=8787)
     ap.add_argument("--repeat", type=int, default=3, help="runs per row; the median is shown")
     ap.add_argument("--stats", action="store_true", help="print sapc --stats of each run")
+    ap.add_argument("--http1", default="ours",
+                    help="HTTP/1.1 clients to run each sapc with: ours, hyper or ours,hyper "
+                         "(hyper's is chosen by SAP_HTTP1_CLIENT=hyper)")
     args = ap.parse_args()
     binaries = []
+    clients = args.http1.split(",")
     for spec in args.sapc or [os.path.join(ROOT, "target", "release", "sapc")]:
         label, _, path = spec.rpartition("=")
-        binaries.append((label or "sap", os.path.abspath(path)))
+        for client in clients:
+            env = dict(os.environ)
+            env.pop("SAP_HTTP1_CLIENT", None)
+            if client == "hyper":
+                env["SAP_HTTP1_CLIENT"] = "hyper"
+            elif client != "ours":
+                sys.exit(f"--http1: `{client}` is neither ours nor hyper")
+            name = label or "sap"
+            if len(clients) > 1:
+                name = f"{name} ({client})"
+            binaries.append((name, os.path.abspath(path), env))
     server = subprocess.Popen(
         ["node", os.path.join(HERE, "server.js"), str(args.port), str(args.latency)],
         stdout=subprocess.PIPE, text=True,
@@ -139,9 +156,9 @@ def main():
                 f.write("[provider]\nstream = false\n")
             extra = ["--stats"] if args.stats else []
             base_rss, base_anon = {}, {}
-            for label, path in binaries:
+            for label, path, env in binaries:
                 _, base_rss[label], _, _, base_anon[label] = sap(path, folder, args.port, 1,
-                                                                  None, [])
+                                                                  None, [], env)
             print(f"server latency {args.latency} ms; one-item run peak RSS "
                   + ", ".join(f"{label} {rss:.0f} MB" for label, rss in base_rss.items()) + "\n")
             print("| items | flags | floor | sapc | wall | / floor | peak RSS | in flight "
@@ -152,15 +169,15 @@ def main():
                 n, c = int(n), (int(c) if c else None)
                 with_floor = n <= 20_000
                 floors = []
-                runs = {label: [] for label, _ in binaries}
+                runs = {label: [] for label, _, _ in binaries}
                 for _ in range(args.repeat):
                     if with_floor:
                         floors.append(floor(args.port, n))
-                    for label, path in binaries:
-                        runs[label].append(sap(path, folder, args.port, n, c, extra))
+                    for label, path, env in binaries:
+                        runs[label].append(sap(path, folder, args.port, n, c, extra, env))
                 f = sorted(floors)[len(floors) // 2] if floors else None
                 flags = f"`--concurrency {c}`" if c else "none"
-                for label, _ in binaries:
+                for label, _, _ in binaries:
                     wall, rss, peak, err, anon = sorted(runs[label])[len(runs[label]) // 2]
                     per = (rss - base_rss[label]) * 1024 / max(peak, 1)
                     per_anon = (anon - base_anon[label]) * 1024 / max(peak, 1)

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod h1;
+mod h1_hyper;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,7 +55,7 @@ impl Default for HttpConfig {
 pub struct HttpTransport {
     client: reqwest::Client,
     /// Idle connections to plain `http://` servers; `None` while a proxy is set.
-    plain: Option<Arc<h1::Pool>>,
+    plain: Option<Plain>,
     pub config: HttpConfig,
     pub limiter: Limiter,
     jitter_state: AtomicU64,
@@ -90,10 +91,19 @@ impl Answer<'_> {
 /// How long the rest of a released answer is waited for.
 const RELEASE_WITHIN: Duration = Duration::from_secs(5);
 
+/// The client for plain `http://` servers: ours, or (for measuring against it, with
+/// `SAP_HTTP1_CLIENT=hyper`) hyper's.
+#[derive(Clone)]
+enum Plain {
+    Ours(Arc<h1::Pool>),
+    Hyper(Arc<h1_hyper::Pool>),
+}
+
 /// An answer from any client.
 pub enum Response {
     Reqwest(reqwest::Response),
     Plain(h1::Response),
+    Hyper(h1_hyper::Response),
 }
 
 impl Response {
@@ -101,6 +111,7 @@ impl Response {
         match self {
             Response::Reqwest(r) => r.status(),
             Response::Plain(r) => r.status,
+            Response::Hyper(r) => r.status,
         }
     }
 
@@ -108,6 +119,7 @@ impl Response {
         match self {
             Response::Reqwest(r) => r.headers(),
             Response::Plain(r) => &r.headers,
+            Response::Hyper(r) => &r.headers,
         }
     }
 
@@ -116,6 +128,7 @@ impl Response {
         match self {
             Response::Reqwest(r) => r.chunk().await.map_err(HttpError::from),
             Response::Plain(r) => r.body.chunk().await,
+            Response::Hyper(r) => r.body.chunk().await,
         }
     }
 
@@ -126,6 +139,7 @@ impl Response {
     pub fn release(mut self) {
         let keepable = match &self {
             Response::Plain(r) => r.body.reusable(),
+            Response::Hyper(r) => r.body.reusable(),
             Response::Reqwest(_) => true,
         };
         if !keepable || tokio::runtime::Handle::try_current().is_err() {
@@ -230,7 +244,13 @@ impl HttpTransport {
         let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
             .iter()
             .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-        let plain = (!proxied).then(|| h1::Pool::new(max_idle));
+        let plain = (!proxied).then(|| {
+            if std::env::var_os("SAP_HTTP1_CLIENT").is_some_and(|v| v == "hyper") {
+                Plain::Hyper(h1_hyper::Pool::new(max_idle))
+            } else {
+                Plain::Ours(h1::Pool::new(max_idle))
+            }
+        });
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
@@ -259,7 +279,7 @@ impl HttpTransport {
         let body = Bytes::from(body.to_string());
         let plain = self
             .plain
-            .as_ref()
+            .clone()
             .and_then(|pool| Some((pool, h1::Target::parse(url)?)));
         let mut retries = 0;
         loop {
@@ -347,22 +367,26 @@ impl HttpTransport {
     /// One attempt: the request's head and body sent, the answer's head read.
     async fn send(
         &self,
-        plain: Option<&(&Arc<h1::Pool>, h1::Target)>,
+        plain: Option<&(Plain, h1::Target)>,
         url: &str,
         headers: &[(&str, String)],
         body: &Bytes,
     ) -> Result<Response, HttpError> {
-        if let Some((pool, target)) = plain {
-            return pool
-                .post_json(
-                    target,
-                    headers,
-                    body,
-                    self.config.connect_timeout,
-                    self.config.request_timeout,
-                )
-                .await
-                .map(Response::Plain);
+        let (connect, request) = (self.config.connect_timeout, self.config.request_timeout);
+        match plain {
+            Some((Plain::Ours(pool), target)) => {
+                return pool
+                    .post_json(target, headers, body, connect, request)
+                    .await
+                    .map(Response::Plain);
+            }
+            Some((Plain::Hyper(pool), target)) => {
+                return pool
+                    .post_json(target, headers, body, connect, request)
+                    .await
+                    .map(Response::Hyper);
+            }
+            None => {}
         }
         let mut request = self
             .client

@@ -1,7 +1,7 @@
 //! Does batching change an answer? For one sequence of a llama.cpp context, compares the
 //! logits (bit for bit) and the time of evaluating it alone against evaluating it in one
 //! batch with another sequence, after another sequence's cells, and in other chunks.
-//! docs/PERFORMANCE.md ("Batching queued calls, measured") quotes its answer for
+//! docs/notes/performance-history.md ("Batching queued calls, measured") quotes its answer for
 //! SmolLM2-135M on this machine's CPU.
 //!
 //!     cargo run --release -p provider-local --features llama --example batch_invariance -- MODEL.gguf

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions or bytes? The same `fib` as sap's code generator writes it, as it could be
 written in fewer instructions, and in the same instructions with shorter encodings, timed
-in turn with `rustc -O`'s fib, whole process, fib(35) (docs/PERFORMANCE.md, "Calls:
+in turn with `rustc -O`'s fib, whole process, fib(35) (docs/notes/performance-history.md, "Calls:
 instructions, not bytes").
 
     python3 tools/calls-bench/encodings/run.py [--repeat 21]

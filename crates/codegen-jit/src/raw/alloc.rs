@@ -8,7 +8,7 @@
 //! touches fresh pages the kernel must clear — a 4-million-element list faulted 17,000
 //! pages and spent about half of its time in the kernel. glibc serves a large block
 //! with its own mapping and grows it with `mremap`: no copy, and each page faulted
-//! once, as Rust's own `Vec` does (docs/PERFORMANCE.md, "Lists").
+//! once, as Rust's own `Vec` does (docs/notes/performance-2026-11-27-regressions.md).
 //!
 //! The contract: `GlobalAlloc` hands `dealloc` and `realloc` the layout the block was
 //! allocated with, so the block's size says which allocator owns it. A `realloc` that

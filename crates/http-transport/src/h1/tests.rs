@@ -325,34 +325,34 @@ async fn a_body_that_stops_coming_times_out() {
 #[tokio::test]
 async fn broken_answers_are_located_errors() {
     let cases: Vec<(&'static [u8], &str)> = vec![
-        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "invalid HTTP version"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "is not HTTP/1.1"),
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort",
-            "end of file before message length reached",
+            "closed before the end of the answer's body",
         ),
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: 3, 4\r\n\r\nabc",
-            "invalid content-length",
+            "two different content-lengths",
         ),
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: lots\r\n\r\n",
-            "invalid content-length",
+            "is not a length",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
-            "chunk size",
+            "is not hexadecimal",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nabc\r\n",
-            "chunk body",
+            "longer than its size",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nab",
-            "end of file before message length reached",
+            "in the middle of a chunk",
         ),
         (
             b"HTTP/1.1 200 OK\r\ncontent-le",
-            "closed before an answer came",
+            "in the middle of the answer's headers",
         ),
     ];
     for (answer, expected) in cases {
@@ -375,15 +375,21 @@ async fn broken_answers_are_located_errors() {
 /// or, where the answer can be read, its connection is not kept for another request.
 #[tokio::test]
 async fn framing_a_smuggling_review_would_try_is_refused_or_not_kept() {
+    static CHUNK_LINE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     let cases: Vec<&'static [u8]> = vec![
         // A length that is not one number.
         b"HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\nok",
         b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
         b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok",
         b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999999\r\n\r\n",
-        // Chunk sizes past 64 bits, and one with a sign.
+        // Chunk sizes past 64 bits, one with a sign, and a size line without end.
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nfffffffffffffffff\r\n",
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n+2\r\nok\r\n0\r\n\r\n",
+        CHUNK_LINE.get_or_init(|| {
+            let mut bytes = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2;".to_vec();
+            bytes.resize(bytes.len() + MAX_CHUNK_LINE * 4, b'x');
+            bytes
+        }),
         // Both framings, in either order and spelling.
         b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n2\r\nok\r\n0\r\n\r\n",
@@ -431,8 +437,7 @@ async fn headers_past_their_limits_are_errors() {
         bytes.extend_from_slice(b"\r\n");
         bytes
     });
-    for answer in [long, many] {
-        let expected = "over 64 KB or has more than 128 headers";
+    for (answer, expected) in [(long, "over 64 KB"), (many, "more than 128 headers")] {
         let (target, _) = serve(vec![Step::Answer(vec![answer.as_slice()])]).await;
         let error = post(&Pool::new(4), &target).await.err().unwrap();
         assert!(error.message.contains(expected), "{}", error.message);
@@ -600,5 +605,101 @@ async fn an_ambiguously_framed_answer_does_not_keep_its_connection() {
         let mut response = post(&pool, &target).await.unwrap();
         assert_eq!(body(&mut response).await.unwrap(), expected);
         assert_eq!(pool.idle(), 0);
+    }
+}
+
+/// The response parser over arbitrary bytes, cut anywhere: whatever a server sends, the
+/// client ends, within the time a closed connection takes, with an answer or an error
+/// naming the URL — never a panic, never a hang — and never yields more body than it
+/// was sent.
+mod arbitrary {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What answers start with, so that the bytes after get past the status line.
+    const STARTS: &[&[u8]] = &[
+        b"",
+        b"HTTP/1.1 200 OK\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nabcde\r\n",
+        b"HTTP/1.0 200 OK\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+    ];
+
+    fn cut(bytes: &'static [u8], at: &[usize]) -> Vec<&'static [u8]> {
+        let mut pieces = Vec::new();
+        let mut rest = bytes;
+        for &n in at {
+            let n = n.min(rest.len());
+            let (piece, after) = rest.split_at(n);
+            pieces.push(piece);
+            rest = after;
+        }
+        pieces.push(rest);
+        pieces
+    }
+
+    async fn read_all(response: &mut Response) -> Result<Vec<u8>, HttpError> {
+        let mut bytes = Vec::new();
+        while let Some(piece) = response.body.chunk().await? {
+            bytes.extend_from_slice(&piece);
+        }
+        Ok(bytes)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_answer_ends_in_a_body_or_a_located_error(
+            start in 0..STARTS.len(),
+            tail in prop::collection::vec(
+                prop_oneof![
+                    any::<u8>(),
+                    Just(b'\r'),
+                    Just(b'\n'),
+                    Just(b':'),
+                    Just(b'0'),
+                    Just(b'f'),
+                ],
+                0..400,
+            ),
+            cuts in prop::collection::vec(0usize..80, 0..6),
+        ) {
+            let mut bytes = STARTS[start].to_vec();
+            bytes.extend_from_slice(&tail);
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let outcome = runtime.block_on(async {
+                let (target, _) = serve(vec![Step::AnswerAndClose(cut(bytes, &cuts))]).await;
+                let pool = Pool::new(4);
+                tokio::time::timeout(Duration::from_secs(4), async {
+                    match post(&pool, &target).await {
+                        Ok(mut response) => read_all(&mut response).await,
+                        Err(error) => Err(error),
+                    }
+                })
+                .await
+            });
+            let Ok(outcome) = outcome else {
+                return Err(TestCaseError::fail(format!(
+                    "hung on {:?}",
+                    String::from_utf8_lossy(bytes)
+                )));
+            };
+            match outcome {
+                Ok(body) => prop_assert!(body.len() <= bytes.len()),
+                Err(error) => prop_assert!(
+                    error.message.contains("http://127.0.0.1:"),
+                    "{}",
+                    error.message
+                ),
+            }
+        }
     }
 }
