@@ -40,6 +40,8 @@ MAY_USE = {
         "syntax", "hir", "lower", "ir", "codegen-jit", "runtime", "llm", "providers",
         "provider-local", "http-transport", "tools", "journal",
     },
+    # The Python package `saplang`: another front end over `session`.
+    "python": {"session", "codegen-jit", "runtime", "llm", "ir", "syntax"},
     "sapc": {
         "syntax", "builtins", "hir", "ir", "lower", "llm", "runtime", "tools", "journal",
         "codegen-jit", "lsp", "session",

@@ -5,6 +5,7 @@
 
 mod args;
 mod check;
+mod codegen_python;
 mod journal;
 mod mcp;
 mod run;
@@ -75,6 +76,12 @@ enum Command {
         #[command(subcommand)]
         command: journal::JournalCommand,
     },
+    /// Code for other languages from a program: `gen python` writes its types and
+    /// functions as a typed Python module for `saplang`.
+    Gen {
+        #[command(subcommand)]
+        command: codegen_python::GenCommand,
+    },
     /// MCP servers: import their tools as a typed sap module, list them, or serve a
     /// program's `export fn`s as one.
     Mcp {
@@ -122,6 +129,7 @@ fn main() -> ExitCode {
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Test(args) => ExitCode::from(test::run(*args)),
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
+        Command::Gen { command } => ExitCode::from(codegen_python::run(command)),
         Command::Trace { command } => ExitCode::from(trace::run(command)),
         Command::Journal { command } => ExitCode::from(journal::run(command)),
         // LSP: 0 after `shutdown` then `exit`, 1 when the client left without `shutdown`.

@@ -19,6 +19,7 @@ pub mod config;
 mod loaded;
 mod options;
 mod providers;
+pub mod python;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};

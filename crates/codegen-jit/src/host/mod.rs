@@ -79,6 +79,9 @@ pub struct ExecError {
     pub stack: Vec<StackFrame>,
     /// The model's last answer, for LLM failures.
     pub raw_answer: Option<String>,
+    /// What kind of model-call failure it is, when it is one (a budget, the provider, an
+    /// answer that never fitted, …): what a front end maps to its own error types.
+    pub kind: Option<runtime::ErrorKind>,
 }
 
 impl ExecError {
@@ -88,6 +91,7 @@ impl ExecError {
             span,
             stack: Vec::new(),
             raw_answer: None,
+            kind: None,
         }
     }
 
@@ -97,6 +101,7 @@ impl ExecError {
             span: Some(span),
             stack: Vec::new(),
             raw_answer: e.raw_answer,
+            kind: Some(e.kind),
         }
     }
 }

@@ -1,0 +1,156 @@
+"""sap procedures as typed Python functions.
+
+    import saplang
+    prog = saplang.load("agent.sap", provider="openai", model="gpt-4o-mini")
+    analysis = prog.call("analyze_code", code="def div(a, b): return a / b")
+
+`load` checks and compiles the program in this process (its diagnostics raise
+`SapCheckError`); `Program.call` runs any of its functions with keyword arguments, with
+the GIL released, and `Program.acall` does the same without blocking the event loop.
+`sapc gen python agent.sap -o agent_types.py` writes Pydantic models for the program's
+types and a `Program` class whose methods are typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from . import _native
+from ._errors import (
+    SapArgumentError,
+    SapBudgetError,
+    SapCheckError,
+    SapError,
+    SapModelError,
+    SapRuntimeError,
+)
+
+__all__ = [
+    "Program",
+    "SapArgumentError",
+    "SapBudgetError",
+    "SapCheckError",
+    "SapError",
+    "SapModelError",
+    "SapRuntimeError",
+    "load",
+    "python_types",
+    "validate",
+]
+
+__version__: str = _native.__version__
+
+
+def _to_json(value: Any) -> Any:
+    """A value as sap takes it: Pydantic models by their JSON form, enums by value."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, enum.Enum):
+        return _to_json(value.value)
+    if isinstance(value, Mapping):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    return value
+
+
+class Program:
+    """A checked, compiled sap program; call any of its functions."""
+
+    def __init__(self, native: _native.Program) -> None:
+        self._native = native
+
+    @property
+    def functions(self) -> list[str]:
+        """The names of the functions that can be called."""
+        return self._native.function_names()
+
+    def signature(self, name: str) -> dict[str, Any]:
+        """`name`'s parameters (JSON Schemas by name) and its result's schema."""
+        return self._native.signature(name)
+
+    def call(self, name: str, /, **arguments: Any) -> Any:
+        """Calls `name` with keyword arguments; its result as JSON-like values (dicts,
+        lists, strings, numbers, booleans, None). A `Context` parameter gets a new
+        context."""
+        return self.call_with(name, arguments)
+
+    def call_with(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """`call`, with the arguments as a mapping."""
+        return self._native.call_json(name, _to_json(arguments))
+
+    async def acall(self, name: str, /, **arguments: Any) -> Any:
+        """`call` without blocking the event loop: the call runs on a thread of its own,
+        so many run at once."""
+        return await self.acall_with(name, arguments)
+
+    async def acall_with(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """`acall`, with the arguments as a mapping."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        given = _to_json(arguments)
+
+        def settle(outcome: Any, error: BaseException | None) -> None:
+            if future.cancelled():
+                return
+            if error is None:
+                future.set_result(outcome)
+            else:
+                future.set_exception(error)
+
+        def run() -> None:
+            try:
+                outcome = self._native.call_json(name, given)
+            except BaseException as error:  # handed to the awaiting task
+                loop.call_soon_threadsafe(settle, None, error)
+            else:
+                loop.call_soon_threadsafe(settle, outcome, None)
+
+        threading.Thread(target=run, name=f"sap-{name}", daemon=True).start()
+        return await future
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._native.function_names():
+            raise AttributeError(name)
+
+        def call(**arguments: Any) -> Any:
+            return self.call_with(name, arguments)
+
+        call.__name__ = name
+        return call
+
+
+def load(path: str | Path, **options: Any) -> Program:
+    """Checks and compiles the program at `path`, with `sapc run`'s options as keywords:
+    provider, model, base_url, structured, stream, replay, record, trace, journal,
+    journal_policy, otlp, max_calls, max_tokens, max_time, max_depth, max_iterations,
+    max_model_iterations, concurrency, allow_read, allow_write, allow_net, allow_run.
+    Unset ones come from `sap.toml` beside the program and the environment, as for
+    `sapc run` (by default the transcript beside the program answers)."""
+    return Program(_native.load(str(path), options))
+
+
+def python_types(path: str | Path) -> str:
+    """The program's types and functions as a typed Python module, as `sapc gen python`
+    writes it."""
+    return _native.python_types(str(path))
+
+
+_adapters: dict[Any, TypeAdapter[Any]] = {}
+
+
+def validate(annotation: Any, value: Any) -> Any:
+    """`value` (as `call` returns it) validated as `annotation`: the generated models'
+    way of giving typed results."""
+    key = annotation if isinstance(annotation, type) else repr(annotation)
+    adapter = _adapters.get(key)
+    if adapter is None:
+        adapter = _adapters[key] = TypeAdapter(annotation)
+    return adapter.validate_python(value)

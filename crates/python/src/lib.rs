@@ -1,0 +1,350 @@
+//! `saplang._native`: the compiler and runtime in a Python extension, a thin adapter over
+//! `session` like `sapc` itself. Python's keyword options become `session::Options`; a
+//! program is loaded with every function compiled (`session::load_all`), its host made
+//! once, and each call runs with the GIL released, so calls from several Python threads
+//! (and from asyncio, through the package's `acall`) run at once. Values cross as JSON:
+//! Python's side (`python/saplang/__init__.py`) turns Pydantic models and enums into it
+//! and validates results into the generated models.
+
+#![deny(unsafe_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use codegen_jit::{ExecError, Host, Tokio};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use runtime::ErrorKind;
+use serde_json::{Map, Value as JsonValue};
+use session::{CallError, Failure, Function, JournalPolicy, Loaded, Options};
+
+/// What every call of a program shares: the program, its host and the tokio runtime its
+/// model and tool calls wait on.
+struct Shared {
+    loaded: Loaded,
+    host: Host,
+    _tokio: tokio::runtime::Runtime,
+}
+
+/// A loaded program. Its methods are called by `saplang.Program`.
+#[pyclass(frozen, name = "Program", module = "saplang._native")]
+struct Program {
+    shared: Arc<Shared>,
+    functions: HashMap<String, Function>,
+}
+
+#[pymethods]
+impl Program {
+    /// Calls `name` with arguments by name (JSON-like values: dicts, lists, strings,
+    /// numbers, booleans, None) and returns its result as JSON-like values.
+    fn call_json(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        arguments: &Bound<'_, PyDict>,
+    ) -> PyResult<Py<PyAny>> {
+        let function = self.function(py, name)?.clone();
+        let arguments = match python_to_json(arguments.as_any())? {
+            JsonValue::Object(map) => map,
+            _ => Map::new(),
+        };
+        let shared = self.shared.clone();
+        let result = py.detach(move || {
+            shared
+                .loaded
+                .call(&shared.host, &function, &arguments)
+                .map(|value| value.to_json())
+        });
+        match result {
+            Ok(json) => json_to_python(py, &json),
+            Err(CallError::Arguments(message)) => Err(raise(py, "SapArgumentError", &message)),
+            Err(CallError::Run(e)) => Err(run_error(py, &self.shared.loaded, &e)),
+        }
+    }
+
+    /// The names of the functions a caller can name, in the program's order.
+    fn function_names(&self) -> Vec<String> {
+        let mut names: Vec<(&u32, &String)> =
+            self.functions.values().map(|f| (&f.id, &f.name)).collect();
+        names.sort();
+        names.into_iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    /// `name`'s parameters (other than its `Context`) by name, each with its JSON
+    /// Schema, and its result's schema.
+    fn signature(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        let f = self.function(py, name)?;
+        let params: Map<String, JsonValue> = f
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), llm::schema::schema_of(&p.ty)))
+            .collect();
+        let json = serde_json::json!({
+            "name": f.name,
+            "doc": f.doc,
+            "params": params,
+            "returns": llm::schema::schema_of(&f.ret),
+        });
+        json_to_python(py, &json)
+    }
+}
+
+impl Program {
+    fn function(&self, py: Python<'_>, name: &str) -> PyResult<&Function> {
+        self.functions.get(name).ok_or_else(|| {
+            raise(
+                py,
+                "SapArgumentError",
+                &format!("the program has no function `{name}`"),
+            )
+        })
+    }
+}
+
+/// Checks and compiles `path` with every function callable, and makes its host from
+/// `options` (the keywords of `saplang.load`).
+#[pyfunction]
+fn load(py: Python<'_>, path: PathBuf, options: &Bound<'_, PyDict>) -> PyResult<Program> {
+    let options = run_options(py, options)?;
+    let started = Instant::now();
+    let made = py.detach(
+        move || -> Result<(Shared, HashMap<String, Function>), Failure> {
+            let loaded = session::load_all(&path)?;
+            let tokio = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Failure::Error(format!("cannot start the runtime: {e}")))?;
+            let handle: Tokio = tokio.handle().clone().into();
+            let (host, _) = loaded.host(&options, &handle, started)?;
+            let functions = loaded
+                .module
+                .functions
+                .iter()
+                .filter_map(|f| loaded.function(&host, &f.name))
+                .map(|f| (f.name.clone(), f))
+                .collect();
+            Ok((
+                Shared {
+                    loaded,
+                    host,
+                    _tokio: tokio,
+                },
+                functions,
+            ))
+        },
+    );
+    match made {
+        Ok((shared, functions)) => Ok(Program {
+            shared: Arc::new(shared),
+            functions,
+        }),
+        Err(Failure::Diagnostics(d)) => Err(raise(py, "SapCheckError", d.text().trim_end())),
+        Err(Failure::Located(text)) => Err(raise(py, "SapCheckError", text.trim_end())),
+        Err(Failure::Error(message)) => Err(raise(py, "SapError", &message)),
+    }
+}
+
+/// `saplang.load`'s keywords as run options; an unknown one is a `TypeError`.
+fn run_options(py: Python<'_>, given: &Bound<'_, PyDict>) -> PyResult<Options> {
+    let mut o = Options::default();
+    for (key, value) in given.iter() {
+        let key: String = key.extract()?;
+        if value.is_none() {
+            continue;
+        }
+        let text = || value.extract::<String>();
+        let path = || value.extract::<PathBuf>();
+        let list = || value.extract::<Vec<String>>();
+        match key.as_str() {
+            "provider" => o.provider = Some(text()?),
+            "model" => o.model = Some(text()?),
+            "base_url" => o.base_url = Some(text()?),
+            "structured" => o.structured = Some(text()?),
+            "replay" => o.replay = Some(path()?),
+            "record" => o.record = Some(path()?),
+            "trace" => o.trace = Some(path()?),
+            "journal" => o.journal = Some(path()?),
+            "otlp" => o.otlp = Some(text()?),
+            "stream" => o.stream = value.extract()?,
+            "max_calls" => o.max_calls = Some(value.extract()?),
+            "max_tokens" => o.max_tokens = Some(value.extract()?),
+            "max_time" => o.max_time = Some(value.extract()?),
+            "max_depth" => o.max_depth = Some(value.extract()?),
+            "max_iterations" => o.max_iterations = Some(value.extract()?),
+            "max_model_iterations" => o.max_model_iterations = Some(value.extract()?),
+            "concurrency" => o.concurrency = Some(value.extract()?),
+            "allow_read" => o.allow_read = list()?,
+            "allow_write" => o.allow_write = list()?,
+            "allow_net" => o.allow_net = list()?,
+            "allow_run" => o.allow_run = list()?,
+            "journal_policy" => {
+                o.journal_policy = match text()?.as_str() {
+                    "stop" => JournalPolicy::Stop,
+                    "rerun-changed" | "rerun_changed" => JournalPolicy::RerunChanged,
+                    other => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "journal_policy: `{other}` is neither \"stop\" nor \"rerun-changed\""
+                        )));
+                    }
+                }
+            }
+            other => {
+                let _ = py;
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "load() got an unexpected keyword argument '{other}'"
+                )));
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// An instance of `saplang`'s exception class `class`, with `message`.
+fn raise(py: Python<'_>, class: &str, message: &str) -> PyErr {
+    match py
+        .import("saplang._errors")
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.call1((message,)))
+    {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(e) => e,
+    }
+}
+
+/// A run's error as the exception of its kind, with `.location` (`file:line:column`)
+/// and `.stack` (the sap call stack, innermost first) set.
+fn run_error(py: Python<'_>, loaded: &Loaded, e: &ExecError) -> PyErr {
+    let class = match e.kind {
+        Some(ErrorKind::Budget) => "SapBudgetError",
+        Some(
+            ErrorKind::Provider
+            | ErrorKind::InvalidAnswer
+            | ErrorKind::Refusal
+            | ErrorKind::Truncated
+            | ErrorKind::NotRecorded,
+        ) => "SapModelError",
+        _ if e.message.contains("budget") || e.message.contains("--max-") => "SapBudgetError",
+        _ => "SapRuntimeError",
+    };
+    let text = loaded.located(e, false).to_string();
+    let err = raise(py, class, &text);
+    let place = |span: ir::SrcSpan| -> Option<String> {
+        let (name, text) = loaded.texts.get(span.file as usize)?.as_ref()?;
+        let lc = syntax::LineIndex::new(text).line_col(text, span.start);
+        Some(format!("{name}:{}:{}", lc.line + 1, lc.col + 1))
+    };
+    let value = err.value(py);
+    let _ = value.setattr("message", &e.message);
+    let _ = value.setattr("location", e.span.and_then(place));
+    let stack: Vec<(String, Option<String>)> = e
+        .stack
+        .iter()
+        .map(|f| (f.function.clone(), f.span.and_then(place)))
+        .collect();
+    let _ = value.setattr("stack", stack);
+    err
+}
+
+fn python_to_json(value: &Bound<'_, PyAny>) -> PyResult<JsonValue> {
+    if value.is_none() {
+        return Ok(JsonValue::Null);
+    }
+    if let Ok(b) = value.cast::<PyBool>() {
+        return Ok(JsonValue::Bool(b.is_true()));
+    }
+    if value.is_instance_of::<PyInt>() {
+        if let Ok(n) = value.extract::<i64>() {
+            return Ok(n.into());
+        }
+        return Err(pyo3::exceptions::PyOverflowError::new_err(
+            "an integer past 64 bits cannot be a sap value",
+        ));
+    }
+    if let Ok(f) = value.cast::<PyFloat>() {
+        return Ok(
+            serde_json::Number::from_f64(f.value()).map_or(JsonValue::Null, JsonValue::Number)
+        );
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(JsonValue::String(s.to_str()?.to_owned()));
+    }
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut map = Map::new();
+        for (k, v) in d.iter() {
+            let key: String = k.extract().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err("a mapping's keys must be strings")
+            })?;
+            map.insert(key, python_to_json(&v)?);
+        }
+        return Ok(JsonValue::Object(map));
+    }
+    if let Ok(l) = value.cast::<PyList>() {
+        return l.iter().map(|v| python_to_json(&v)).collect();
+    }
+    if let Ok(t) = value.cast::<PyTuple>() {
+        return t.iter().map(|v| python_to_json(&v)).collect();
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "a {} cannot be a sap value (give dicts, lists, strings, numbers, booleans or None)",
+        value.get_type().name()?
+    )))
+}
+
+fn json_to_python(py: Python<'_>, value: &JsonValue) -> PyResult<Py<PyAny>> {
+    Ok(match value {
+        JsonValue::Null => py.None(),
+        JsonValue::Bool(b) => PyBool::new(py, *b).to_owned().into_any().unbind(),
+        JsonValue::Number(n) => match n.as_i64() {
+            Some(i) => i.into_pyobject(py)?.into_any().unbind(),
+            None => n
+                .as_f64()
+                .unwrap_or(f64::NAN)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+        },
+        JsonValue::String(s) => PyString::new(py, s).into_any().unbind(),
+        JsonValue::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(json_to_python(py, item)?)?;
+            }
+            list.into_any().unbind()
+        }
+        JsonValue::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, v) in map {
+                dict.set_item(k, json_to_python(py, v)?)?;
+            }
+            dict.into_any().unbind()
+        }
+    })
+}
+
+/// The program's types and functions as a typed Python module: what `sapc gen python`
+/// writes.
+#[pyfunction]
+fn python_types(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    let shown = path.display().to_string();
+    let made = py.detach(move || -> Result<String, Failure> {
+        let inputs = session::cache::Inputs::read(&path)?;
+        let module = session::compile(&session::load_program(&inputs)?)?;
+        Ok(session::python::python_module(&module, &shown))
+    });
+    made.map_err(|failure| match failure {
+        Failure::Diagnostics(d) => raise(py, "SapCheckError", d.text().trim_end()),
+        other => raise(py, "SapError", &other.to_string()),
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Program>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(python_types, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

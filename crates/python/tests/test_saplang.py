@@ -1,0 +1,294 @@
+"""`saplang` as an application uses it: load a program, call its functions from Python
+with typed results, from threads and from asyncio, and get its errors as exceptions.
+
+The model is either the transcript beside an example (replayed) or `ModelServer`, an
+OpenAI-compatible server on loopback whose every answer is the first value the request's
+JSON Schema allows: what matters here is the binding, not the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import saplang
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
+
+
+def first_value(schema: dict[str, Any]) -> Any:
+    """The first value a JSON Schema allows (for the schemas sap sends)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            return first_value(schema[union][0])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        return {k: first_value(v) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [first_value(schema.get("items", {}))] * max(schema.get("minItems", 1), 1)
+    if kind == "string":
+        return "x" * max(schema.get("minLength", 0), 3)
+    if kind == "integer":
+        return max(schema.get("minimum", 1), 1) if "maximum" not in schema else schema["minimum"]
+    if kind == "number":
+        return 1.5
+    if kind == "boolean":
+        return True
+    return None
+
+
+class ModelServer:
+    """An OpenAI-compatible Chat Completions server answering after `delay` seconds."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                server.requests += 1
+                time.sleep(server.delay)
+                rf = body.get("response_format") or {}
+                schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema") or {}
+                content = json.dumps(first_value(schema))
+                if body.get("stream"):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": content}}]}
+                    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                    data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n"
+                    kind = "text/event-stream"
+                else:
+                    data = json.dumps({
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+                    })
+                    kind = "application/json"
+                raw = data.encode()
+                self.send_response(200)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def options(self) -> dict[str, Any]:
+        return {"provider": "openai", "base_url": self.url, "model": "test"}
+
+
+@pytest.fixture
+def model() -> Iterator[ModelServer]:
+    server = ModelServer()
+    yield server
+    server.httpd.shutdown()
+
+
+@pytest.fixture
+def slow_model() -> Iterator[ModelServer]:
+    server = ModelServer(delay=0.3)
+    yield server
+    server.httpd.shutdown()
+
+
+def generated(tmp_path: Path, program: Path) -> ModuleType:
+    """`sapc gen python`'s module for `program`, imported."""
+    path = tmp_path / f"{program.stem}_types.py"
+    path.write_text(saplang.python_types(program))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def replayed_examples() -> list[Path]:
+    """The examples whose `main` takes no argument but its context and whose model
+    answers are in the transcript beside them."""
+    found = []
+    for path in sorted(EXAMPLES.glob("*.sap")):
+        text = path.read_text()
+        if not path.with_suffix(".transcript.jsonl").exists():
+            continue
+        if "fn main(ctx: Context) -> ()" in text or "fn main() -> ()" in text or "fn main() {" in text or "fn main(ctx: Context) {" in text:
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("example", replayed_examples(), ids=lambda p: p.stem)
+def test_every_example_runs_replayed(example: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The examples read their data relative to the repository, as `sapc run` is typed there.
+    monkeypatch.chdir(ROOT)
+    program = saplang.load(example)
+    assert "main" in program.functions
+    assert program.call("main") is None
+
+
+def test_results_come_back_as_the_generated_models(tmp_path: Path, model: ModelServer) -> None:
+    types = generated(tmp_path, EXAMPLES / "code_analysis.sap")
+    agent = types.load(str(EXAMPLES / "code_analysis.sap"), **model.options())
+    analysis = agent.analyze_code("def div(a, b): return a / b")
+    assert isinstance(analysis, types.Analysis)
+    assert analysis.severity is types.Severity.Low
+    assert analysis.bugs == ["xxx"]
+    # A model goes back in as an argument.
+    fix = agent.suggest_fix(analysis)
+    assert isinstance(fix, str)
+    assert model.requests == 2
+
+
+def test_untyped_calls_give_json_values(model: ModelServer) -> None:
+    program = saplang.load(EXAMPLES / "code_analysis.sap", **model.options())
+    assert program.call("analyze_code", code="x") == {"bugs": ["xxx"], "severity": "Low"}
+    assert program.signature("analyze_code")["params"] == {"code": {"type": "string"}}
+
+
+def test_calls_from_threads_run_at_once(slow_model: ModelServer) -> None:
+    program = saplang.load(EXAMPLES / "code_analysis.sap", **slow_model.options())
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(program.call("analyze_code", code="x")))
+        for _ in range(8)
+    ]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    assert len(results) == 8
+    # One after another they would take 8 × 0.3 s; the GIL is released while sap runs.
+    assert elapsed < 1.6, elapsed
+
+
+def test_asyncio_calls_do_not_block_the_loop(tmp_path: Path, slow_model: ModelServer) -> None:
+    types = generated(tmp_path, EXAMPLES / "code_analysis.sap")
+    agent = types.load(str(EXAMPLES / "code_analysis.sap"), **slow_model.options())
+
+    async def many() -> tuple[list[Any], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        tick = asyncio.create_task(ticker())
+        results = await asyncio.gather(*(agent.analyze_code_async(f"x{i}") for i in range(50)))
+        tick.cancel()
+        return list(results), ticks
+
+    started = time.perf_counter()
+    results, ticks = asyncio.run(many())
+    elapsed = time.perf_counter() - started
+    assert all(isinstance(r, types.Analysis) for r in results)
+    assert elapsed < 5.0, elapsed  # 50 × 0.3 s one after another
+    assert ticks > 10, "the event loop was blocked"
+
+
+def test_a_program_that_does_not_check_raises_with_its_place(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.sap"
+    broken.write_text('fn main() {\n    let x: i64 = "text";\n    print(to_string(x));\n}\n')
+    with pytest.raises(saplang.SapCheckError) as caught:
+        saplang.load(broken)
+    assert "broken.sap:2:" in str(caught.value)
+    assert "E0103" in str(caught.value)
+
+
+def test_runtime_errors_carry_their_location_and_stack(tmp_path: Path) -> None:
+    program = tmp_path / "div.sap"
+    program.write_text(
+        "fn div(a: i64, b: i64) -> i64 {\n    a / b\n}\n\n"
+        "fn half(a: i64) -> i64 {\n    div(a, 0)\n}\n\nfn main() {\n}\n"
+    )
+    loaded = saplang.load(program)
+    assert loaded.call("div", a=6, b=3) == 2
+    with pytest.raises(saplang.SapRuntimeError) as caught:
+        loaded.call("half", a=1)
+    error = caught.value
+    assert error.location is not None and error.location.endswith("div.sap:2:5")
+    assert [frame for frame, _ in error.stack][:2] == ["div", "half"]
+    assert "div.sap:2:5" in str(error)
+
+
+def test_arguments_that_do_not_fit_are_refused_before_anything_runs(model: ModelServer) -> None:
+    program = saplang.load(EXAMPLES / "code_analysis.sap", **model.options())
+    with pytest.raises(saplang.SapArgumentError, match="takes no argument `cod`"):
+        program.call("analyze_code", cod="x")
+    with pytest.raises(saplang.SapArgumentError, match="argument `code`"):
+        program.call("analyze_code", code=3)
+    with pytest.raises(saplang.SapArgumentError, match="no function `nothing`"):
+        program.call("nothing")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        saplang.load(EXAMPLES / "code_analysis.sap", bogus=1)
+    assert model.requests == 0
+
+
+def test_a_budget_that_runs_out_is_a_budget_error(model: ModelServer) -> None:
+    program = saplang.load(EXAMPLES / "code_analysis.sap", max_calls=0, **model.options())
+    with pytest.raises(saplang.SapBudgetError):
+        program.call("analyze_code", code="x")
+    assert model.requests == 0
+
+
+def test_the_generated_types_pass_mypy_strict(tmp_path: Path) -> None:
+    generated(tmp_path, EXAMPLES / "code_analysis.sap")
+    caller = tmp_path / "caller.py"
+    caller.write_text(
+        "import code_analysis_types as t\n\n"
+        "def severity_of(code: str) -> t.Severity:\n"
+        "    agent = t.load(replay='run.jsonl')\n"
+        "    analysis: t.Analysis = agent.analyze_code(code)\n"
+        "    fix: str = agent.suggest_fix(analysis)\n"
+        "    print(fix.upper(), [b.lower() for b in analysis.bugs])\n"
+        "    return analysis.severity\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "caller.py",
+         "code_analysis_types.py"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    # And a caller that gets the types wrong is caught.
+    caller.write_text(
+        "import code_analysis_types as t\n\n"
+        "def wrong() -> int:\n"
+        "    return t.load().analyze_code(3)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "caller.py",
+         "code_analysis_types.py"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )
+    assert out.returncode == 1, out.stdout
+    assert "arg-type" in out.stdout and "return-value" in out.stdout, out.stdout
