@@ -38,7 +38,7 @@ use raw::heap;
 
 pub use codegen::NativeProgram;
 pub use eval::Evaluator;
-pub use host::{ExecError, Externs, Host, Limits, StackFrame, Tokio};
+pub use host::{ExecError, ExternFn, Externs, Host, Limits, StackFrame, Tokio, type_desc};
 pub use jit::{JitProgram, MappedProgram, compile, compile_native, load, load_mapped, target};
 pub use raw::alloc::Allocator;
 
@@ -63,6 +63,53 @@ pub fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+/// Threads with the big stack, kept between calls: what a front end that calls a
+/// program's functions many times uses instead of [`on_big_stack`], whose thread per call
+/// costs more than a short call (a Python call's 100 µs were mostly that). A job goes to
+/// an idle thread, or to a new one when none is idle, so calls at once each get their own;
+/// a thread idle for a minute ends.
+#[derive(Default)]
+pub struct BigStacks {
+    idle: std::sync::Arc<std::sync::Mutex<Vec<std::sync::mpsc::Sender<Job>>>>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+impl BigStacks {
+    /// Runs `job` on one of the threads (the caller does not wait; a job sends its own
+    /// result back). A job that panics ends its thread, not the process.
+    pub fn run(&self, mut job: Job) {
+        loop {
+            let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some(thread) = idle else { break };
+            match thread.send(job) {
+                Ok(()) => return,
+                // It had ended: try the next one.
+                Err(std::sync::mpsc::SendError(back)) => job = back,
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let idle = self.idle.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sap-call".to_owned())
+            .stack_size(BIG_STACK)
+            .spawn(move || {
+                runtime::tasks::on_stack_of(BIG_STACK);
+                let mut next = Some(job);
+                while let Some(job) = next.take() {
+                    job();
+                    idle.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(tx.clone());
+                    next = rx.recv_timeout(std::time::Duration::from_secs(60)).ok();
+                }
+            });
+        if let Err(e) = spawned {
+            panic!("spawn a thread for a call: {e}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use codegen_jit::{ExecError, Host, Tokio};
+use codegen_jit::{BigStacks, ExecError, Host, Tokio};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use runtime::ErrorKind;
@@ -25,7 +25,40 @@ use session::{CallError, Failure, Function, JournalPolicy, Loaded, Options};
 struct Shared {
     loaded: Loaded,
     host: Host,
+    /// The threads calls run on (a thread per call would cost more than a short call).
+    threads: BigStacks,
     _tokio: tokio::runtime::Runtime,
+}
+
+/// What a call gives back before Python sees it.
+type Outcome = Result<JsonValue, CallError>;
+
+impl Shared {
+    /// Runs the call on one of the threads, and hands its outcome to `done` there.
+    fn submit(
+        self: &Arc<Self>,
+        function: Function,
+        arguments: Map<String, JsonValue>,
+        done: impl FnOnce(&Shared, Outcome) + Send + 'static,
+    ) {
+        let shared = self.clone();
+        self.threads.run(Box::new(move || {
+            let outcome = shared
+                .loaded
+                .call_on_this_thread(&shared.host, &function, &arguments)
+                .map(|value| value.to_json());
+            done(&shared, outcome);
+        }));
+    }
+
+    /// The outcome as Python's result or exception.
+    fn to_python(&self, py: Python<'_>, outcome: Outcome) -> PyResult<Py<PyAny>> {
+        match outcome {
+            Ok(json) => json_to_python(py, &json),
+            Err(CallError::Arguments(message)) => Err(raise(py, "SapArgumentError", &message)),
+            Err(CallError::Run(e)) => Err(run_error(py, &self.loaded, &e)),
+        }
+    }
 }
 
 /// A loaded program. Its methods are called by `saplang.Program`.
@@ -50,18 +83,51 @@ impl Program {
             JsonValue::Object(map) => map,
             _ => Map::new(),
         };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let shared = self.shared.clone();
-        let result = py.detach(move || {
-            shared
-                .loaded
-                .call(&shared.host, &function, &arguments)
-                .map(|value| value.to_json())
+        let outcome = py.detach(move || {
+            shared.submit(function, arguments, move |_, outcome| {
+                let _ = tx.send(outcome);
+            });
+            rx.recv()
         });
-        match result {
-            Ok(json) => json_to_python(py, &json),
-            Err(CallError::Arguments(message)) => Err(raise(py, "SapArgumentError", &message)),
-            Err(CallError::Run(e)) => Err(run_error(py, &self.shared.loaded, &e)),
+        match outcome {
+            Ok(outcome) => self.shared.to_python(py, outcome),
+            Err(_) => Err(raise(
+                py,
+                "SapError",
+                "the call ended without an outcome (a panic)",
+            )),
         }
+    }
+
+    /// Starts `name` on one of the program's threads and returns at once; `done(result,
+    /// error)` is called there, with the GIL, when it ends (one of the two is None).
+    fn submit(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        arguments: &Bound<'_, PyDict>,
+        done: Py<PyAny>,
+    ) -> PyResult<()> {
+        let function = self.function(py, name)?.clone();
+        let arguments = match python_to_json(arguments.as_any())? {
+            JsonValue::Object(map) => map,
+            _ => Map::new(),
+        };
+        self.shared
+            .submit(function, arguments, move |shared, outcome| {
+                Python::attach(|py| {
+                    let given = match shared.to_python(py, outcome) {
+                        Ok(value) => (value, py.None()),
+                        Err(error) => (py.None(), error.into_value(py).into_any()),
+                    };
+                    if let Err(e) = done.call1(py, given) {
+                        e.print(py);
+                    }
+                });
+            });
+        Ok(())
     }
 
     /// The names of the functions a caller can name, in the program's order.
@@ -104,21 +170,59 @@ impl Program {
 }
 
 /// Checks and compiles `path` with every function callable, and makes its host from
-/// `options` (the keywords of `saplang.load`).
+/// `options` (the keywords of `saplang.load`), with `externs` (name → Python callable)
+/// serving the program's `extern fn` declarations of those names.
 #[pyfunction]
-fn load(py: Python<'_>, path: PathBuf, options: &Bound<'_, PyDict>) -> PyResult<Program> {
+fn load(
+    py: Python<'_>,
+    path: PathBuf,
+    options: &Bound<'_, PyDict>,
+    externs: &Bound<'_, PyDict>,
+) -> PyResult<Program> {
     let options = run_options(py, options)?;
+    let mut callables: Vec<(String, Arc<Py<PyAny>>)> = Vec::new();
+    for (name, callable) in externs.iter() {
+        if !callable.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "externs: `{name}` is not callable"
+            )));
+        }
+        callables.push((name.extract()?, Arc::new(callable.unbind())));
+    }
     let started = Instant::now();
     let made = py.detach(
         move || -> Result<(Shared, HashMap<String, Function>), Failure> {
             let loaded = session::load_all(&path)?;
+            let mut bound = Vec::new();
+            for (name, callable) in callables {
+                let declared = loaded
+                    .module
+                    .externs
+                    .iter()
+                    .find(|e| e.name == name && e.binding.is_none())
+                    .ok_or_else(|| {
+                        Failure::Error(format!(
+                            "externs: the program declares no `extern fn {name}` for a Python \
+                         function to serve"
+                        ))
+                    })?;
+                let ret = codegen_jit::type_desc(&loaded.module, &declared.ret);
+                bound.push((name, extern_fn(callable, ret)));
+            }
             let tokio = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .map_err(|e| Failure::Error(format!("cannot start the runtime: {e}")))?;
             let handle: Tokio = tokio.handle().clone().into();
-            let (host, _) = loaded.host(&options, &handle, started)?;
+            let add = |externs: &mut codegen_jit::Externs| {
+                for (name, f) in bound {
+                    // The declaration is the signature: the function is Python's to honour,
+                    // and its result is decoded as the declared type.
+                    externs.register_with(&name, "a Python function", Arc::new(|_, _| true), f);
+                }
+            };
+            let (host, _) = loaded.host_with(&options, add, &handle, started)?;
             let functions = loaded
                 .module
                 .functions
@@ -130,6 +234,7 @@ fn load(py: Python<'_>, path: PathBuf, options: &Bound<'_, PyDict>) -> PyResult<
                 Shared {
                     loaded,
                     host,
+                    threads: BigStacks::default(),
                     _tokio: tokio,
                 },
                 functions,
@@ -145,6 +250,36 @@ fn load(py: Python<'_>, path: PathBuf, options: &Bound<'_, PyDict>) -> PyResult<
         Err(Failure::Located(text)) => Err(raise(py, "SapCheckError", text.trim_end())),
         Err(Failure::Error(message)) => Err(raise(py, "SapError", &message)),
     }
+}
+
+/// A Python callable as an extern: called (with the GIL) with the arguments as Python
+/// values, awaited if it is a coroutine, and its result decoded as the declared type; an
+/// exception it raises is the call's error.
+fn extern_fn(callable: Arc<Py<PyAny>>, ret: llm::types::TypeDesc) -> codegen_jit::ExternFn {
+    Arc::new(move |args: &[runtime::Value]| {
+        Python::attach(|py| -> Result<runtime::Value, String> {
+            let shown = |e: PyErr| {
+                let name = e
+                    .get_type(py)
+                    .name()
+                    .map_or("Exception".into(), |n| n.to_string());
+                format!("the Python function raised {name}: {}", e.value(py))
+            };
+            let values = args
+                .iter()
+                .map(|v| json_to_python(py, &v.to_json()))
+                .collect::<PyResult<Vec<_>>>()
+                .map_err(shown)?;
+            let result = py
+                .import("saplang")
+                .and_then(|m| m.getattr("_call_extern"))
+                .and_then(|call| call.call1((callable.bind(py), PyTuple::new(py, values)?)))
+                .map_err(shown)?;
+            let json = python_to_json(&result).map_err(shown)?;
+            runtime::value::decode(&ret, &json)
+                .map_err(|e| format!("the Python function's result does not fit: {e}"))
+        })
+    })
 }
 
 /// `saplang.load`'s keywords as run options; an unknown one is a `TypeError`.

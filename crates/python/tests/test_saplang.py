@@ -10,99 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from model_server import ModelServer
 
 import saplang
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
-
-
-def first_value(schema: dict[str, Any]) -> Any:
-    """The first value a JSON Schema allows (for the schemas sap sends)."""
-    if "enum" in schema:
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    for union in ("anyOf", "oneOf"):
-        if union in schema:
-            return first_value(schema[union][0])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        return {k: first_value(v) for k, v in schema.get("properties", {}).items()}
-    if kind == "array":
-        return [first_value(schema.get("items", {}))] * max(schema.get("minItems", 1), 1)
-    if kind == "string":
-        return "x" * max(schema.get("minLength", 0), 3)
-    if kind == "integer":
-        return max(schema.get("minimum", 1), 1) if "maximum" not in schema else schema["minimum"]
-    if kind == "number":
-        return 1.5
-    if kind == "boolean":
-        return True
-    return None
-
-
-class ModelServer:
-    """An OpenAI-compatible Chat Completions server answering after `delay` seconds."""
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.delay = delay
-        self.requests = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                server.requests += 1
-                time.sleep(server.delay)
-                rf = body.get("response_format") or {}
-                schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema") or {}
-                content = json.dumps(first_value(schema))
-                if body.get("stream"):
-                    chunk = {"choices": [{"index": 0, "delta": {"content": content}}]}
-                    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-                    data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n"
-                    kind = "text/event-stream"
-                else:
-                    data = json.dumps({
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": content}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-                    })
-                    kind = "application/json"
-                raw = data.encode()
-                self.send_response(200)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def options(self) -> dict[str, Any]:
-        return {"provider": "openai", "base_url": self.url, "model": "test"}
 
 
 @pytest.fixture
@@ -292,3 +215,60 @@ def test_the_generated_types_pass_mypy_strict(tmp_path: Path) -> None:
     )
     assert out.returncode == 1, out.stdout
     assert "arg-type" in out.stdout and "return-value" in out.stdout, out.stdout
+
+
+WEATHER = """\
+struct Weather {
+    city: String,
+    degrees: i64,
+}
+
+/// The weather in a city.
+extern fn get_weather(city: String) -> Weather;
+
+extern fn shout(text: String) -> String;
+
+fn report(city: String) -> String {
+    let w = get_weather(city);
+    shout(w.city + " " + to_string(w.degrees))
+}
+
+fn main() {
+}
+"""
+
+
+def test_python_functions_serve_externs(tmp_path: Path) -> None:
+    program = tmp_path / "weather.sap"
+    program.write_text(WEATHER)
+    seen: list[str] = []
+
+    def get_weather(city: str) -> dict[str, Any]:
+        seen.append(city)
+        return {"city": city, "degrees": 21}
+
+    async def shout(text: str) -> str:
+        await asyncio.sleep(0)
+        return text.upper()
+
+    loaded = saplang.load(program, externs={"get_weather": get_weather, "shout": shout})
+    assert loaded.call("report", city="Lyon") == "LYON 21"
+    assert seen == ["Lyon"]
+
+
+def test_an_extern_that_fails_or_misfits_is_a_runtime_error(tmp_path: Path) -> None:
+    program = tmp_path / "weather.sap"
+    program.write_text(WEATHER)
+
+    def broken(city: str) -> dict[str, Any]:
+        raise ValueError(f"no station in {city}")
+
+    loaded = saplang.load(program, externs={"get_weather": broken, "shout": str.upper})
+    with pytest.raises(saplang.SapRuntimeError, match="ValueError: no station in Oslo") as caught:
+        loaded.call("report", city="Oslo")
+    assert caught.value.location is not None and "weather.sap:12:" in caught.value.location
+    misfit = saplang.load(program, externs={"get_weather": lambda c: {"city": c}, "shout": str.upper})
+    with pytest.raises(saplang.SapRuntimeError, match="does not fit"):
+        misfit.call("report", city="Oslo")
+    with pytest.raises(saplang.SapError, match="declares no `extern fn weather`"):
+        saplang.load(program, externs={"weather": str.upper})

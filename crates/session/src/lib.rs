@@ -131,7 +131,17 @@ fn grants(args: &Options, config: &Config) -> Result<Grants, String> {
 /// The externs `sapc` gives a program (the calculator's), checked against its
 /// declarations: a declaration the host cannot serve is an error at it.
 pub fn checked_externs(module: &ir::Module) -> Result<Externs, ExecError> {
-    let externs = Externs::default().with_calculator();
+    checked_externs_with(module, |_| {})
+}
+
+/// [`checked_externs`] with a front end's own externs (a Python callable, say),
+/// registered by `add` after the calculator's, so one of the same name wins.
+pub fn checked_externs_with(
+    module: &ir::Module,
+    add: impl FnOnce(&mut Externs),
+) -> Result<Externs, ExecError> {
+    let mut externs = Externs::default().with_calculator();
+    add(&mut externs);
     externs.check(module)?;
     Ok(externs)
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use codegen_jit::{Evaluator, ExecError, Host, JitProgram, Tokio, on_big_stack};
+use codegen_jit::{Evaluator, ExecError, Externs, Host, JitProgram, Tokio, on_big_stack};
 use ir::{FuncId, Type};
 use llm::types::{ParamDesc, TypeDesc};
 use runtime::value::decode;
@@ -15,7 +15,7 @@ use serde_json::{Map, Value as JsonValue};
 use crate::config::{Config, load_config};
 use crate::render::render_error;
 use crate::{
-    Failure, Options, cache, checked_externs, compile, file_texts, host_for, load_program,
+    Failure, Options, cache, checked_externs_with, compile, file_texts, host_for, load_program,
 };
 
 /// How a program's functions run.
@@ -240,7 +240,20 @@ impl Loaded {
         tokio: &Tokio,
         started: Instant,
     ) -> Result<(Host, Option<Arc<Runtime>>), Failure> {
-        let externs = checked_externs(&self.module).map_err(|e| self.located(&e, false))?;
+        self.host_with(options, |_| {}, tokio, started)
+    }
+
+    /// [`Loaded::host`], with a front end's own externs for the program's `extern fn`
+    /// declarations, registered by `add` (after the calculator's).
+    pub fn host_with(
+        &self,
+        options: &Options,
+        add: impl FnOnce(&mut Externs),
+        tokio: &Tokio,
+        started: Instant,
+    ) -> Result<(Host, Option<Arc<Runtime>>), Failure> {
+        let externs =
+            checked_externs_with(&self.module, add).map_err(|e| self.located(&e, false))?;
         let (host, runtime) = host_for(
             &self.file,
             options,
@@ -310,6 +323,17 @@ impl Loaded {
         function: &Function,
         arguments: &Map<String, JsonValue>,
     ) -> Result<Value, CallError> {
+        on_big_stack(|| self.call_on_this_thread(host, function, arguments))
+    }
+
+    /// [`Loaded::call`] on the calling thread, which must have the big stack compiled
+    /// code needs: one of `codegen_jit::BigStacks`' threads, or `on_big_stack`'s.
+    pub fn call_on_this_thread(
+        &self,
+        host: &Host,
+        function: &Function,
+        arguments: &Map<String, JsonValue>,
+    ) -> Result<Value, CallError> {
         let values = arguments_of(function, arguments).map_err(CallError::Arguments)?;
         if !self.every && !self.module.reachable()[function.id as usize] {
             return Err(CallError::Arguments(format!(
@@ -322,7 +346,9 @@ impl Loaded {
             .program
             .as_ref()
             .ok_or_else(|| CallError::Arguments("the evaluator runs `main` only".to_owned()))?;
-        on_big_stack(|| program.call(host, function.id, values)).map_err(CallError::Run)
+        program
+            .call(host, function.id, values)
+            .map_err(CallError::Run)
     }
 }
 

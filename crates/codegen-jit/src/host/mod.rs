@@ -29,8 +29,8 @@ pub use arguments::main_arguments;
 pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
 pub use script::Coverage;
 use script::{Script, Scripted, outcome, short};
-pub use types::site_schemas;
 use types::{desc_of, params_of, type_descs};
+pub use types::{site_schemas, type_desc};
 
 /// How a builtin calls back into the engine running the program: the `aot` executor
 /// runs sap functions offered as tools. Context parameters get a new, empty context.

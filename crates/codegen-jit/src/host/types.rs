@@ -126,6 +126,12 @@ pub fn site_schemas(module: &Module) -> Vec<Option<serde_json::Value>> {
         .collect()
 }
 
+/// The runtime's description of `t`, a type of `module`: what an embedder decodes an
+/// extern's result with (a host has the same as `Host::desc`).
+pub fn type_desc(module: &Module, t: &Type) -> TypeDesc {
+    desc_of(&type_descs(module), t)
+}
+
 pub(super) fn desc_of(types: &[TypeDesc], t: &Type) -> TypeDesc {
     match t {
         Type::Unit | Type::Tool | Type::Context => TypeDesc::Unit,

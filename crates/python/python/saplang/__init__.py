@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import threading
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,8 @@ class Program:
         return self._native.call_json(name, _to_json(arguments))
 
     async def acall(self, name: str, /, **arguments: Any) -> Any:
-        """`call` without blocking the event loop: the call runs on a thread of its own,
-        so many run at once."""
+        """`call` without blocking the event loop: the call runs on one of the program's
+        threads, so many run at once."""
         return await self.acall_with(name, arguments)
 
     async def acall_with(self, name: str, arguments: Mapping[str, Any]) -> Any:
@@ -105,15 +105,10 @@ class Program:
             else:
                 future.set_exception(error)
 
-        def run() -> None:
-            try:
-                outcome = self._native.call_json(name, given)
-            except BaseException as error:  # handed to the awaiting task
-                loop.call_soon_threadsafe(settle, None, error)
-            else:
-                loop.call_soon_threadsafe(settle, outcome, None)
+        def done(outcome: Any, error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(settle, outcome, error)
 
-        threading.Thread(target=run, name=f"sap-{name}", daemon=True).start()
+        self._native.submit(name, given, done)
         return await future
 
     def __getattr__(self, name: str) -> Any:
@@ -127,14 +122,36 @@ class Program:
         return call
 
 
-def load(path: str | Path, **options: Any) -> Program:
-    """Checks and compiles the program at `path`, with `sapc run`'s options as keywords:
+def _call_extern(function: Callable[..., Any], arguments: tuple[Any, ...]) -> Any:
+    """Calls a Python function serving an `extern fn` (awaiting it if it is async) and
+    gives its result as sap takes it."""
+    result = function(*arguments)
+    if inspect.isawaitable(result):
+        awaitable = result
+
+        async def wait() -> Any:
+            return await awaitable
+
+        result = asyncio.run(wait())
+    return _to_json(result)
+
+
+def load(
+    path: str | Path,
+    *,
+    externs: Mapping[str, Callable[..., Any]] | None = None,
+    **options: Any,
+) -> Program:
+    """Checks and compiles the program at `path`. `externs` serves the program's `extern
+    fn` declarations with Python functions (sync or async) by name: they get the
+    arguments as Python values and their result is read as the declared type. The other
+    keywords are `sapc run`'s options:
     provider, model, base_url, structured, stream, replay, record, trace, journal,
     journal_policy, otlp, max_calls, max_tokens, max_time, max_depth, max_iterations,
     max_model_iterations, concurrency, allow_read, allow_write, allow_net, allow_run.
     Unset ones come from `sap.toml` beside the program and the environment, as for
     `sapc run` (by default the transcript beside the program answers)."""
-    return Program(_native.load(str(path), options))
+    return Program(_native.load(str(path), options, dict(externs or {})))
 
 
 def python_types(path: str | Path) -> str:
