@@ -67,6 +67,22 @@ const ELSEWHERE: &[(&str, &str, &str)] = &[
         ".ci/run",
         "npm run package",
     ),
+    ("tools/python/setup.sh", ".ci/run", "tools/python/setup.sh"),
+    (
+        "~/.cache/sap-python/venv/bin/maturin build --release -m crates/python/Cargo.toml -o target/wheels",
+        ".ci/run",
+        "maturin build --release -m crates/python/Cargo.toml -o target/wheels",
+    ),
+    (
+        "python3 -m venv .venv && .venv/bin/pip install target/wheels/saplang-*.whl",
+        ".ci/run",
+        "python3 -m venv .venv && .venv/bin/pip install target/wheels/saplang-*.whl",
+    ),
+    (
+        ".venv/bin/python examples/python/analyze.py",
+        ".ci/run",
+        ".venv/bin/python examples/python/analyze.py",
+    ),
     (
         // Needs VS Code itself; the package it installs is built by the line above.
         "code --install-extension sap-language-0.1.0.vsix",
