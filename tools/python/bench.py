@@ -140,10 +140,13 @@ def main():
         python = args.python or fresh_python(scratch)
         with open(os.path.join(scratch, "bench.sap"), "w") as f:
             f.write(PROGRAM)
-        out = subprocess.run(
+        run = subprocess.run(
             [python, "-c", MEASURE, os.path.join(ROOT, "tools/fanout-bench/server.js"), scratch,
              str(args.calls), str(args.concurrent)],
-            check=True, capture_output=True, text=True).stdout.split("\n")
+            capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"the measurement failed ({run.returncode}):\n{run.stdout}\n{run.stderr}")
+        out = run.stdout.split("\n")
     call = dict(zip(out[0].split()[0::2], map(float, out[0].split()[1::2])))
     wall = float(out[1].split()[1])
     print("| figure | today | target |")

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use codegen_jit::{BigStacks, ExecError, Host, Tokio};
@@ -28,6 +29,39 @@ struct Shared {
     /// The threads calls run on (a thread per call would cost more than a short call).
     threads: BigStacks,
     _tokio: tokio::runtime::Runtime,
+}
+
+/// Threads of ours inside Python right now, and whether the interpreter is closing: a
+/// thread that attaches as the interpreter finalizes, or is still attached then, aborts
+/// the process (CPython's "PyGILState_Release: thread state must be current"). So
+/// `saplang` registers [`close`] with `atexit`: it stops new attaches and waits for those
+/// in progress to leave.
+static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+static CLOSING: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` with the GIL from one of our threads, unless the interpreter is closing.
+fn attached<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    IN_PYTHON.fetch_add(1, Ordering::SeqCst);
+    let outcome = if CLOSING.load(Ordering::SeqCst) {
+        None
+    } else {
+        Python::try_attach(f)
+    };
+    IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
+    outcome
+}
+
+/// Called at exit (`atexit`): no thread of ours enters Python from now on, and those
+/// inside have left when it returns (or after five seconds).
+#[pyfunction]
+fn close(py: Python<'_>) {
+    py.detach(|| {
+        CLOSING.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        while IN_PYTHON.load(Ordering::SeqCst) > 0 && started.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
 }
 
 /// What a call gives back before Python sees it.
@@ -57,6 +91,34 @@ impl Shared {
             Ok(json) => json_to_python(py, &json),
             Err(CallError::Arguments(message)) => Err(raise(py, "SapArgumentError", &message)),
             Err(CallError::Run(e)) => Err(run_error(py, &self.loaded, &e)),
+        }
+    }
+}
+
+/// A call started by `Program.submit`.
+#[pyclass(frozen, name = "Pending", module = "saplang._native")]
+struct Pending {
+    shared: Arc<Shared>,
+    outcome: std::sync::Mutex<Option<std::sync::mpsc::Receiver<Outcome>>>,
+}
+
+#[pymethods]
+impl Pending {
+    /// Waits (the GIL released) for the call's result, or raises its error.
+    fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let rx = self
+            .outcome
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| raise(py, "SapError", "the call's outcome was already taken"))?;
+        match py.detach(move || rx.recv()) {
+            Ok(outcome) => self.shared.to_python(py, outcome),
+            Err(_) => Err(raise(
+                py,
+                "SapError",
+                "the call ended without an outcome (a panic)",
+            )),
         }
     }
 }
@@ -101,33 +163,29 @@ impl Program {
         }
     }
 
-    /// Starts `name` on one of the program's threads and returns at once; `done(result,
-    /// error)` is called there, with the GIL, when it ends (one of the two is None).
+    /// Starts `name` on one of the program's threads and returns at once; the call's
+    /// outcome is `Pending.wait()`'s. (asyncio's `acall` waits in an executor thread:
+    /// sap's own threads never enter Python to hand it over, so none can be inside
+    /// Python when the interpreter finalizes.)
     fn submit(
         &self,
         py: Python<'_>,
         name: &str,
         arguments: &Bound<'_, PyDict>,
-        done: Py<PyAny>,
-    ) -> PyResult<()> {
+    ) -> PyResult<Pending> {
         let function = self.function(py, name)?.clone();
         let arguments = match python_to_json(arguments.as_any())? {
             JsonValue::Object(map) => map,
             _ => Map::new(),
         };
-        self.shared
-            .submit(function, arguments, move |shared, outcome| {
-                Python::attach(|py| {
-                    let given = match shared.to_python(py, outcome) {
-                        Ok(value) => (value, py.None()),
-                        Err(error) => (py.None(), error.into_value(py).into_any()),
-                    };
-                    if let Err(e) = done.call1(py, given) {
-                        e.print(py);
-                    }
-                });
-            });
-        Ok(())
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.submit(function, arguments, move |_, outcome| {
+            let _ = tx.send(outcome);
+        });
+        Ok(Pending {
+            shared: self.shared.clone(),
+            outcome: std::sync::Mutex::new(Some(rx)),
+        })
     }
 
     /// The names of the functions a caller can name, in the program's order.
@@ -257,7 +315,7 @@ fn load(
 /// exception it raises is the call's error.
 fn extern_fn(callable: Arc<Py<PyAny>>, ret: llm::types::TypeDesc) -> codegen_jit::ExternFn {
     Arc::new(move |args: &[runtime::Value]| {
-        Python::attach(|py| -> Result<runtime::Value, String> {
+        attached(|py| -> Result<runtime::Value, String> {
             let shown = |e: PyErr| {
                 let name = e
                     .get_type(py)
@@ -279,6 +337,7 @@ fn extern_fn(callable: Arc<Py<PyAny>>, ret: llm::types::TypeDesc) -> codegen_jit
             runtime::value::decode(&ret, &json)
                 .map_err(|e| format!("the Python function's result does not fit: {e}"))
         })
+        .unwrap_or_else(|| Err("the Python interpreter is shutting down".to_owned()))
     })
 }
 
@@ -478,8 +537,10 @@ fn python_types(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Program>()?;
+    m.add_class::<Pending>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(python_types, m)?)?;
+    m.add_function(wrap_pyfunction!(close, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

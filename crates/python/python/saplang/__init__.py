@@ -14,6 +14,8 @@ types and a `Program` class whose methods are typed.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import enum
 import inspect
 from collections.abc import Callable, Mapping
@@ -47,6 +49,10 @@ __all__ = [
 
 __version__: str = _native.__version__
 
+# Before the interpreter finalizes, sap's threads stop entering Python (a thread still
+# in it then would abort the process).
+atexit.register(_native.close)
+
 
 def _to_json(value: Any) -> Any:
     """A value as sap takes it: Pydantic models by their JSON form, enums by value."""
@@ -59,6 +65,11 @@ def _to_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_to_json(v) for v in value]
     return value
+
+
+# The threads `acall` waits in: each only waits (the GIL released) for a call already
+# running on sap's threads, so a few serve any number of calls at once.
+_waiters = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="sap-wait")
 
 
 class Program:
@@ -93,23 +104,8 @@ class Program:
 
     async def acall_with(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """`acall`, with the arguments as a mapping."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        given = _to_json(arguments)
-
-        def settle(outcome: Any, error: BaseException | None) -> None:
-            if future.cancelled():
-                return
-            if error is None:
-                future.set_result(outcome)
-            else:
-                future.set_exception(error)
-
-        def done(outcome: Any, error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(settle, outcome, error)
-
-        self._native.submit(name, given, done)
-        return await future
+        pending = self._native.submit(name, _to_json(arguments))
+        return await asyncio.get_running_loop().run_in_executor(_waiters, pending.wait)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in self._native.function_names():
