@@ -64,6 +64,31 @@ fn close(py: Python<'_>) {
     });
 }
 
+/// Waits for a call's outcome with the GIL released, looking at Python's signals every
+/// 50 ms: Ctrl-C raises `KeyboardInterrupt` here at once. (The call itself runs to its
+/// end on its thread, its outcome dropped: sap has no way yet to stop a call midway.)
+fn wait_for(py: Python<'_>, mut rx: std::sync::mpsc::Receiver<Outcome>) -> PyResult<Outcome> {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        let (got, back) = py.detach(move || {
+            let got = rx.recv_timeout(std::time::Duration::from_millis(50));
+            (got, rx)
+        });
+        rx = back;
+        match got {
+            Ok(outcome) => return Ok(outcome),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(raise(
+                    py,
+                    "SapError",
+                    "the call ended without an outcome (a panic)",
+                ));
+            }
+        }
+    }
+}
+
 /// What a call gives back before Python sees it.
 type Outcome = Result<JsonValue, CallError>;
 
@@ -147,20 +172,11 @@ impl Program {
         };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let shared = self.shared.clone();
-        let outcome = py.detach(move || {
-            shared.submit(function, arguments, move |_, outcome| {
-                let _ = tx.send(outcome);
-            });
-            rx.recv()
+        shared.submit(function, arguments, move |_, outcome| {
+            let _ = tx.send(outcome);
         });
-        match outcome {
-            Ok(outcome) => self.shared.to_python(py, outcome),
-            Err(_) => Err(raise(
-                py,
-                "SapError",
-                "the call ended without an outcome (a panic)",
-            )),
-        }
+        let outcome = wait_for(py, rx)?;
+        self.shared.to_python(py, outcome)
     }
 
     /// Starts `name` on one of the program's threads and returns at once; the call's

@@ -298,3 +298,18 @@ def test_the_example_script_runs_replayed_and_passes_mypy_strict(tmp_path: Path)
         capture_output=True, text=True, cwd=EXAMPLES / "python",
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_ctrl_c_interrupts_a_waiting_call_at_once() -> None:
+    import _thread
+
+    server = ModelServer(delay=5.0)
+    try:
+        program = saplang.load(EXAMPLES / "code_analysis.sap", **server.options())
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        started = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            program.call("analyze_code", code="x")
+        assert time.perf_counter() - started < 2.0
+    finally:
+        server.close()
