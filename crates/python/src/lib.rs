@@ -379,6 +379,8 @@ fn run_options(py: Python<'_>, given: &Bound<'_, PyDict>) -> PyResult<Options> {
             "journal" => o.journal = Some(path()?),
             "otlp" => o.otlp = Some(text()?),
             "stream" => o.stream = value.extract()?,
+            "temperature" => o.temperature = Some(value.extract()?),
+            "seed" => o.seed = Some(value.extract()?),
             "max_calls" => o.max_calls = Some(value.extract()?),
             "max_tokens" => o.max_tokens = Some(value.extract()?),
             "max_time" => o.max_time = Some(value.extract()?),

@@ -44,6 +44,7 @@ class ModelServer:
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
         self.requests = 0
+        self.last: dict[str, Any] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -55,6 +56,7 @@ class ModelServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 server.requests += 1
+                server.last = body
                 time.sleep(server.delay)
                 rf = body.get("response_format") or {}
                 schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema") or {}

@@ -313,3 +313,12 @@ def test_ctrl_c_interrupts_a_waiting_call_at_once() -> None:
         assert time.perf_counter() - started < 2.0
     finally:
         server.close()
+
+
+def test_sampling_options_reach_the_request(model: ModelServer) -> None:
+    program = saplang.load(
+        EXAMPLES / "code_analysis.sap", temperature=0.5, seed=7, **model.options()
+    )
+    program.call("analyze_code", code="x")
+    assert model.last["temperature"] == 0.5
+    assert isinstance(model.last.get("seed"), int)

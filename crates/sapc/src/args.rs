@@ -133,6 +133,9 @@ impl RunArgs {
             record: self.record.clone(),
             trace: self.trace.clone(),
             stream: self.stream,
+            // Sampling is sap.toml's (`[provider]`) for the command line.
+            temperature: None,
+            seed: None,
             max_calls: self.max_calls,
             max_tokens: self.max_tokens,
             max_time: self.max_time,

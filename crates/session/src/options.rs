@@ -23,6 +23,10 @@ pub struct Options {
     /// One JSON line per model call (and tool call) to this file.
     pub trace: Option<PathBuf>,
     pub stream: bool,
+    /// Sampling: the temperature (default: the server's) and the base of every call's
+    /// seed (default 0), as `temperature` and `seed` under `[provider]` in sap.toml.
+    pub temperature: Option<f64>,
+    pub seed: Option<u64>,
     pub max_calls: Option<u64>,
     pub max_tokens: Option<u64>,
     /// Wall-time budget, in seconds.

@@ -120,8 +120,8 @@ pub(crate) fn provider(
                     format!("unknown structured output `{rung}`: use json_schema, json_object, tools or prompt")
                 })?);
             }
-            c.temperature = config.provider.temperature;
-            c.seed = config.provider.seed.or(c.seed);
+            c.temperature = options.temperature.or(config.provider.temperature);
+            c.seed = options.seed.or(config.provider.seed).or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
             // A server only known as OpenAI-compatible gets the strict dialect, which
             // every such server takes (with lists capped, unless it is OpenAI's); the
@@ -138,7 +138,7 @@ pub(crate) fn provider(
         }
         "anthropic" => {
             let mut c = AnthropicConfig::from_env(model.as_deref().unwrap_or("claude-sonnet-4-5"));
-            c.temperature = config.provider.temperature;
+            c.temperature = options.temperature.or(config.provider.temperature);
             if let Some(m) = config.provider.max_output_tokens {
                 c.max_tokens = m;
             }
@@ -150,8 +150,8 @@ pub(crate) fn provider(
         }
         "gemini" => {
             let mut c = GeminiConfig::from_env(model.as_deref().unwrap_or("gemini-2.5-flash"));
-            c.temperature = config.provider.temperature;
-            c.seed = config.provider.seed.or(c.seed);
+            c.temperature = options.temperature.or(config.provider.temperature);
+            c.seed = options.seed.or(config.provider.seed).or(c.seed);
             c.max_tokens = config.provider.max_output_tokens;
             if let Some(url) = base_url {
                 c.base_url = url;
