@@ -36,28 +36,46 @@ class Program:
     def __init__(self, native: saplang.Program) -> None:
         self.native = native
 
-    def analyze_code(self, code: str) -> Analysis:
-        result: Analysis = saplang.validate(Analysis, self.native.call_with("analyze_code", {"code": code}))
+    def analyze_code(self, code: str, *, ctx: saplang.Context | None = None) -> Analysis:
+        arguments: dict[str, Any] = {"code": code}
+        if ctx is not None:
+            arguments["ctx"] = ctx
+        result: Analysis = saplang.validate(Analysis, self.native.call_with("analyze_code", arguments))
         return result
 
-    async def analyze_code_async(self, code: str) -> Analysis:
-        result: Analysis = saplang.validate(Analysis, await self.native.acall_with("analyze_code", {"code": code}))
+    async def analyze_code_async(self, code: str, *, ctx: saplang.Context | None = None) -> Analysis:
+        arguments: dict[str, Any] = {"code": code}
+        if ctx is not None:
+            arguments["ctx"] = ctx
+        result: Analysis = saplang.validate(Analysis, await self.native.acall_with("analyze_code", arguments))
         return result
 
-    def suggest_fix(self, analysis: Analysis) -> str:
-        result: str = saplang.validate(str, self.native.call_with("suggest_fix", {"analysis": analysis}))
+    def suggest_fix(self, analysis: Analysis, *, ctx: saplang.Context | None = None) -> str:
+        arguments: dict[str, Any] = {"analysis": analysis}
+        if ctx is not None:
+            arguments["ctx"] = ctx
+        result: str = saplang.validate(str, self.native.call_with("suggest_fix", arguments))
         return result
 
-    async def suggest_fix_async(self, analysis: Analysis) -> str:
-        result: str = saplang.validate(str, await self.native.acall_with("suggest_fix", {"analysis": analysis}))
+    async def suggest_fix_async(self, analysis: Analysis, *, ctx: saplang.Context | None = None) -> str:
+        arguments: dict[str, Any] = {"analysis": analysis}
+        if ctx is not None:
+            arguments["ctx"] = ctx
+        result: str = saplang.validate(str, await self.native.acall_with("suggest_fix", arguments))
         return result
 
-    def main(self) -> None:
-        result: None = saplang.validate(None, self.native.call_with("main", {}))
+    def main(self, *, ctx: saplang.Context | None = None) -> None:
+        arguments: dict[str, Any] = {}
+        if ctx is not None:
+            arguments["ctx"] = ctx
+        result: None = saplang.validate(None, self.native.call_with("main", arguments))
         return result
 
-    async def main_async(self) -> None:
-        result: None = saplang.validate(None, await self.native.acall_with("main", {}))
+    async def main_async(self, *, ctx: saplang.Context | None = None) -> None:
+        arguments: dict[str, Any] = {}
+        if ctx is not None:
+            arguments["ctx"] = ctx
+        result: None = saplang.validate(None, await self.native.acall_with("main", arguments))
         return result
 
 

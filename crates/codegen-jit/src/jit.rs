@@ -137,7 +137,19 @@ impl JitProgram {
     /// Calls the function `f` with `args` (its `Context` parameters get a new context),
     /// as a host calls an exported function; on a thread with a big stack.
     pub fn call(&self, host: &Host, f: FuncId, args: Vec<Value>) -> Result<Value, ExecError> {
-        self.call_function(host, 0, host.limits.max_loop_iterations, f, args)
+        self.call_in(host, f, args, None)
+    }
+
+    /// [`JitProgram::call`], its `Context` parameters given `context` (a new one when
+    /// `None`): a caller that keeps a context between calls hands it in.
+    pub fn call_in(
+        &self,
+        host: &Host,
+        f: FuncId,
+        args: Vec<Value>,
+        context: Option<&Context>,
+    ) -> Result<Value, ExecError> {
+        self.run_function(host, 0, host.limits.max_loop_iterations, f, args, context)
     }
 
     /// Runs `main` (call it on a thread with a big stack: see `on_big_stack`).
@@ -182,30 +194,15 @@ impl JitProgram {
     }
 }
 
-impl Program for JitProgram {
-    fn pins(&self) -> *const usize {
-        self.pins.addresses.as_ptr()
-    }
-
-    fn frame_bytes(&self) -> usize {
-        self.frame
-    }
-
-    fn intrinsics(&self) -> *const usize {
-        crate::intrinsics::table()
-    }
-
-    fn site(&self, index: usize) -> Option<&Site> {
-        self.sites.get(index)
-    }
-
-    fn call_function(
+impl JitProgram {
+    fn run_function(
         &self,
         host: &Host,
         depth: u64,
         max_iterations: u64,
         f: FuncId,
         args: Vec<Value>,
+        context: Option<&Context>,
     ) -> Result<Value, ExecError> {
         let func = &self.ir.functions[f as usize];
         let mut values = args.into_iter();
@@ -213,7 +210,7 @@ impl Program for JitProgram {
             .params
             .iter()
             .map(|p| match &p.ty {
-                Type::Context => new_obj(Slot::Ctx(Context::new())),
+                Type::Context => new_obj(Slot::Ctx(context.cloned().unwrap_or_default())),
                 t => from_value(t, values.next().unwrap_or(Value::Unit)),
             })
             .collect();
@@ -239,6 +236,35 @@ impl Program for JitProgram {
             heap::release(out);
         }
         Ok(value)
+    }
+}
+
+impl Program for JitProgram {
+    fn pins(&self) -> *const usize {
+        self.pins.addresses.as_ptr()
+    }
+
+    fn frame_bytes(&self) -> usize {
+        self.frame
+    }
+
+    fn intrinsics(&self) -> *const usize {
+        crate::intrinsics::table()
+    }
+
+    fn site(&self, index: usize) -> Option<&Site> {
+        self.sites.get(index)
+    }
+
+    fn call_function(
+        &self,
+        host: &Host,
+        depth: u64,
+        max_iterations: u64,
+        f: FuncId,
+        args: Vec<Value>,
+    ) -> Result<Value, ExecError> {
+        self.run_function(host, depth, max_iterations, f, args, None)
     }
 
     fn run_parallel(

@@ -98,13 +98,14 @@ impl Shared {
         self: &Arc<Self>,
         function: Function,
         arguments: Map<String, JsonValue>,
+        context: Option<runtime::Context>,
         done: impl FnOnce(&Shared, Outcome) + Send + 'static,
     ) {
         let shared = self.clone();
         self.threads.run(Box::new(move || {
             let outcome = shared
                 .loaded
-                .call_on_this_thread(&shared.host, &function, &arguments)
+                .call_on_this_thread(&shared.host, &function, &arguments, context.as_ref())
                 .map(|value| value.to_json());
             done(&shared, outcome);
         }));
@@ -117,6 +118,42 @@ impl Shared {
             Err(CallError::Arguments(message)) => Err(raise(py, "SapArgumentError", &message)),
             Err(CallError::Run(e)) => Err(run_error(py, &self.loaded, &e)),
         }
+    }
+}
+
+/// A context a Python caller keeps between calls and hands to the functions that take
+/// one: what it holds (instructions, data) is what the model sees above the callee's
+/// own frame.
+#[pyclass(frozen, name = "Context", module = "saplang._native")]
+struct PyContext {
+    inner: runtime::Context,
+}
+
+#[pymethods]
+impl PyContext {
+    #[new]
+    fn new() -> PyContext {
+        PyContext {
+            inner: runtime::Context::new(),
+        }
+    }
+
+    /// Adds an instruction, as a sap program's `"text"!` does.
+    fn instruct(&self, text: &str) {
+        self.inner.instruct(text);
+    }
+
+    /// Adds data, labelled (`<data from="python" name=LABEL>`), as `value!` does.
+    fn add_data(&self, label: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let json = python_to_json(value)?;
+        self.inner
+            .inject_value(runtime::Value::Json(json.into()), "python", label);
+        Ok(())
+    }
+
+    /// What the model sees of this context, as sap renders it.
+    fn render(&self) -> String {
+        self.inner.render()
     }
 }
 
@@ -159,12 +196,15 @@ struct Program {
 impl Program {
     /// Calls `name` with arguments by name (JSON-like values: dicts, lists, strings,
     /// numbers, booleans, None) and returns its result as JSON-like values.
+    #[pyo3(signature = (name, arguments, context=None))]
     fn call_json(
         &self,
         py: Python<'_>,
         name: &str,
         arguments: &Bound<'_, PyDict>,
+        context: Option<&Bound<'_, PyContext>>,
     ) -> PyResult<Py<PyAny>> {
+        let context = context.map(|c| c.get().inner.clone());
         let function = self.function(py, name)?.clone();
         let arguments = match python_to_json(arguments.as_any())? {
             JsonValue::Object(map) => map,
@@ -172,7 +212,7 @@ impl Program {
         };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let shared = self.shared.clone();
-        shared.submit(function, arguments, move |_, outcome| {
+        shared.submit(function, arguments, context, move |_, outcome| {
             let _ = tx.send(outcome);
         });
         let outcome = wait_for(py, rx)?;
@@ -183,21 +223,25 @@ impl Program {
     /// outcome is `Pending.wait()`'s. (asyncio's `acall` waits in an executor thread:
     /// sap's own threads never enter Python to hand it over, so none can be inside
     /// Python when the interpreter finalizes.)
+    #[pyo3(signature = (name, arguments, context=None))]
     fn submit(
         &self,
         py: Python<'_>,
         name: &str,
         arguments: &Bound<'_, PyDict>,
+        context: Option<&Bound<'_, PyContext>>,
     ) -> PyResult<Pending> {
+        let context = context.map(|c| c.get().inner.clone());
         let function = self.function(py, name)?.clone();
         let arguments = match python_to_json(arguments.as_any())? {
             JsonValue::Object(map) => map,
             _ => Map::new(),
         };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.shared.submit(function, arguments, move |_, outcome| {
-            let _ = tx.send(outcome);
-        });
+        self.shared
+            .submit(function, arguments, context, move |_, outcome| {
+                let _ = tx.send(outcome);
+            });
         Ok(Pending {
             shared: self.shared.clone(),
             outcome: std::sync::Mutex::new(Some(rx)),
@@ -556,6 +600,7 @@ fn python_types(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Program>()?;
     m.add_class::<Pending>()?;
+    m.add_class::<PyContext>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(python_types, m)?)?;
     m.add_function(wrap_pyfunction!(close, m)?)?;

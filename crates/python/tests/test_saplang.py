@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import subprocess
 import sys
 import threading
@@ -322,3 +323,23 @@ def test_sampling_options_reach_the_request(model: ModelServer) -> None:
     program.call("analyze_code", code="x")
     assert model.last["temperature"] == 0.5
     assert isinstance(model.last.get("seed"), int)
+
+
+def test_a_context_kept_by_python_is_what_the_model_sees_above_the_call(
+    tmp_path: Path, model: ModelServer
+) -> None:
+    types = generated(tmp_path, EXAMPLES / "code_analysis.sap")
+    agent = types.load(str(EXAMPLES / "code_analysis.sap"), **model.options())
+    context = saplang.Context()
+    context.instruct("Answer for a reviewer in a hurry.")
+    context.add_data("ticket", {"id": 42})
+    assert "Answer for a reviewer in a hurry." in context.render()
+    agent.analyze_code("x", ctx=context)
+    sent = json.dumps(model.last)
+    assert "Answer for a reviewer in a hurry." in sent and "ticket" in sent
+    # Without one, the call starts from a new context.
+    agent.analyze_code("x")
+    assert "in a hurry" not in json.dumps(model.last)
+    # The same, untyped and async.
+    asyncio.run(agent.native.acall("analyze_code", ctx=context, code="y"))
+    assert "in a hurry" in json.dumps(model.last)

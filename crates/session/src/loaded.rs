@@ -323,16 +323,19 @@ impl Loaded {
         function: &Function,
         arguments: &Map<String, JsonValue>,
     ) -> Result<Value, CallError> {
-        on_big_stack(|| self.call_on_this_thread(host, function, arguments))
+        on_big_stack(|| self.call_on_this_thread(host, function, arguments, None))
     }
 
     /// [`Loaded::call`] on the calling thread, which must have the big stack compiled
-    /// code needs: one of `codegen_jit::BigStacks`' threads, or `on_big_stack`'s.
+    /// code needs: one of `codegen_jit::BigStacks`' threads, or `on_big_stack`'s. A
+    /// `Context` parameter gets `context` (kept by the caller between calls), or a new
+    /// one.
     pub fn call_on_this_thread(
         &self,
         host: &Host,
         function: &Function,
         arguments: &Map<String, JsonValue>,
+        context: Option<&runtime::Context>,
     ) -> Result<Value, CallError> {
         let values = arguments_of(function, arguments).map_err(CallError::Arguments)?;
         if !self.every && !self.module.reachable()[function.id as usize] {
@@ -347,7 +350,7 @@ impl Loaded {
             .as_ref()
             .ok_or_else(|| CallError::Arguments("the evaluator runs `main` only".to_owned()))?;
         program
-            .call(host, function.id, values)
+            .call_in(host, function.id, values, context)
             .map_err(CallError::Run)
     }
 }

@@ -143,10 +143,15 @@ pub fn python_module(module: &Module, program: &str) -> String {
     );
     for f in module.functions.iter().filter(|f| offered(module, f)) {
         let params: Vec<&ir::Param> = f.params.iter().filter(|p| p.ty != Type::Context).collect();
-        let signature: String = params
+        // A function with a `Context` takes one as the keyword `ctx` (a new one if none).
+        let context = f.params.iter().find(|p| p.ty == Type::Context);
+        let mut signature: String = params
             .iter()
             .map(|p| format!(", {}: {}", python_name(&p.name), annotation(module, &p.ty)))
             .collect();
+        if context.is_some() {
+            signature.push_str(", *, ctx: saplang.Context | None = None");
+        }
         let arguments: Vec<String> = params
             .iter()
             .map(|p| format!("{}: {}", literal(&p.name), python_name(&p.name)))
@@ -158,13 +163,24 @@ pub fn python_module(module: &Module, program: &str) -> String {
             .map(|d| format!("        \"\"\"{}\"\"\"\n", docstring(d)))
             .unwrap_or_default();
         let name = python_name(&f.name);
-        let call = format!("\"{}\", {{{}}}", f.name, arguments.join(", "));
+        let mut body = format!(
+            "        arguments: dict[str, Any] = {{{}}}\n",
+            arguments.join(", ")
+        );
+        if let Some(p) = context {
+            let _ = writeln!(
+                body,
+                "        if ctx is not None:\n            arguments[{}] = ctx",
+                literal(&p.name)
+            );
+        }
+        let call = format!("\"{}\", arguments", f.name);
         let _ = write!(
             out,
-            "\n    def {name}(self{signature}) -> {ret}:\n{doc}        \
+            "\n    def {name}(self{signature}) -> {ret}:\n{doc}{body}        \
              result: {ret} = saplang.validate({ret}, self.native.call_with({call}))\n        \
              return result\n\n    \
-             async def {name}_async(self{signature}) -> {ret}:\n{doc}        \
+             async def {name}_async(self{signature}) -> {ret}:\n{doc}{body}        \
              result: {ret} = saplang.validate({ret}, await self.native.acall_with({call}))\n        \
              return result\n"
         );

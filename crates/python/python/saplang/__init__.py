@@ -35,6 +35,7 @@ from ._errors import (
 )
 
 __all__ = [
+    "Context",
     "Program",
     "SapArgumentError",
     "SapBudgetError",
@@ -72,6 +73,24 @@ def _to_json(value: Any) -> Any:
 _waiters = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="sap-wait")
 
 
+Context = _native.Context
+"""A context kept between calls: pass it as the argument of a function's `Context`
+parameter (`program.call("f", ctx=context, …)`); `instruct(text)` and `add_data(label,
+value)` add to it, `render()` shows what the model sees of it."""
+
+
+def _split(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], Context | None]:
+    """The arguments as sap takes them, and the context among them, if one was given."""
+    given: dict[str, Any] = {}
+    context = None
+    for key, value in arguments.items():
+        if isinstance(value, Context):
+            context = value
+        else:
+            given[key] = _to_json(value)
+    return given, context
+
+
 class Program:
     """A checked, compiled sap program; call any of its functions."""
 
@@ -89,13 +108,14 @@ class Program:
 
     def call(self, name: str, /, **arguments: Any) -> Any:
         """Calls `name` with keyword arguments; its result as JSON-like values (dicts,
-        lists, strings, numbers, booleans, None). A `Context` parameter gets a new
-        context."""
+        lists, strings, numbers, booleans, None). A `Context` parameter gets the
+        `saplang.Context` passed for it, or a new one."""
         return self.call_with(name, arguments)
 
     def call_with(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """`call`, with the arguments as a mapping."""
-        return self._native.call_json(name, _to_json(arguments))
+        given, context = _split(arguments)
+        return self._native.call_json(name, given, context)
 
     async def acall(self, name: str, /, **arguments: Any) -> Any:
         """`call` without blocking the event loop: the call runs on one of the program's
@@ -104,7 +124,8 @@ class Program:
 
     async def acall_with(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """`acall`, with the arguments as a mapping."""
-        pending = self._native.submit(name, _to_json(arguments))
+        given, context = _split(arguments)
+        pending = self._native.submit(name, given, context)
         return await asyncio.get_running_loop().run_in_executor(_waiters, pending.wait)
 
     def __getattr__(self, name: str) -> Any:
