@@ -303,7 +303,11 @@ def test_the_example_script_runs_replayed_and_passes_mypy_strict(tmp_path: Path)
 
 def test_ctrl_c_interrupts_a_waiting_call_at_once() -> None:
     import _thread
+    import signal
 
+    # A process started in the background by a non-interactive shell ignores SIGINT; the
+    # test wants Python's own handler, as a terminal has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     server = ModelServer(delay=5.0)
     try:
         program = saplang.load(EXAMPLES / "code_analysis.sap", **server.options())
@@ -313,6 +317,7 @@ def test_ctrl_c_interrupts_a_waiting_call_at_once() -> None:
             program.call("analyze_code", code="x")
         assert time.perf_counter() - started < 2.0
     finally:
+        signal.signal(signal.SIGINT, previous)
         server.close()
 
 
