@@ -297,7 +297,7 @@ fn load(
     options: &Bound<'_, PyDict>,
     externs: &Bound<'_, PyDict>,
 ) -> PyResult<Program> {
-    let options = run_options(py, options)?;
+    let options = run_options(options)?;
     let mut callables: Vec<(String, Arc<Py<PyAny>>)> = Vec::new();
     for (name, callable) in externs.iter() {
         if !callable.is_callable() {
@@ -402,7 +402,7 @@ fn extern_fn(callable: Arc<Py<PyAny>>, ret: llm::types::TypeDesc) -> codegen_jit
 }
 
 /// `saplang.load`'s keywords as run options; an unknown one is a `TypeError`.
-fn run_options(py: Python<'_>, given: &Bound<'_, PyDict>) -> PyResult<Options> {
+fn run_options(given: &Bound<'_, PyDict>) -> PyResult<Options> {
     let mut o = Options::default();
     for (key, value) in given.iter() {
         let key: String = key.extract()?;
@@ -448,7 +448,6 @@ fn run_options(py: Python<'_>, given: &Bound<'_, PyDict>) -> PyResult<Options> {
                 }
             }
             other => {
-                let _ = py;
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                     "load() got an unexpected keyword argument '{other}'"
                 )));
