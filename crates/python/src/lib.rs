@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use codegen_jit::{BigStacks, ExecError, Host, Tokio};
@@ -67,7 +68,7 @@ fn close(py: Python<'_>) {
 /// Waits for a call's outcome with the GIL released, looking at Python's signals every
 /// 50 ms: Ctrl-C raises `KeyboardInterrupt` here at once. (The call itself runs to its
 /// end on its thread, its outcome dropped: sap has no way yet to stop a call midway.)
-fn wait_for(py: Python<'_>, mut rx: std::sync::mpsc::Receiver<Outcome>) -> PyResult<Outcome> {
+fn wait_for(py: Python<'_>, mut rx: Receiver<Outcome>) -> PyResult<Outcome> {
     use std::sync::mpsc::RecvTimeoutError;
     loop {
         let (got, back) = py.detach(move || {
@@ -93,24 +94,6 @@ fn wait_for(py: Python<'_>, mut rx: std::sync::mpsc::Receiver<Outcome>) -> PyRes
 type Outcome = Result<JsonValue, CallError>;
 
 impl Shared {
-    /// Runs the call on one of the threads, and hands its outcome to `done` there.
-    fn submit(
-        self: &Arc<Self>,
-        function: Function,
-        arguments: Map<String, JsonValue>,
-        context: Option<runtime::Context>,
-        done: impl FnOnce(&Shared, Outcome) + Send + 'static,
-    ) {
-        let shared = self.clone();
-        self.threads.run(Box::new(move || {
-            let outcome = shared
-                .loaded
-                .call_on_this_thread(&shared.host, &function, &arguments, context.as_ref())
-                .map(|value| value.to_json());
-            done(&shared, outcome);
-        }));
-    }
-
     /// The outcome as Python's result or exception.
     fn to_python(&self, py: Python<'_>, outcome: Outcome) -> PyResult<Py<PyAny>> {
         match outcome {
@@ -161,7 +144,7 @@ impl PyContext {
 #[pyclass(frozen, name = "Pending", module = "saplang._native")]
 struct Pending {
     shared: Arc<Shared>,
-    outcome: std::sync::Mutex<Option<std::sync::mpsc::Receiver<Outcome>>>,
+    outcome: std::sync::Mutex<Option<Receiver<Outcome>>>,
 }
 
 #[pymethods]
@@ -204,18 +187,7 @@ impl Program {
         arguments: &Bound<'_, PyDict>,
         context: Option<&Bound<'_, PyContext>>,
     ) -> PyResult<Py<PyAny>> {
-        let context = context.map(|c| c.get().inner.clone());
-        let function = self.function(py, name)?.clone();
-        let arguments = match python_to_json(arguments.as_any())? {
-            JsonValue::Object(map) => map,
-            _ => Map::new(),
-        };
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let shared = self.shared.clone();
-        shared.submit(function, arguments, context, move |_, outcome| {
-            let _ = tx.send(outcome);
-        });
-        let outcome = wait_for(py, rx)?;
+        let outcome = wait_for(py, self.start(py, name, arguments, context)?)?;
         self.shared.to_python(py, outcome)
     }
 
@@ -231,20 +203,9 @@ impl Program {
         arguments: &Bound<'_, PyDict>,
         context: Option<&Bound<'_, PyContext>>,
     ) -> PyResult<Pending> {
-        let context = context.map(|c| c.get().inner.clone());
-        let function = self.function(py, name)?.clone();
-        let arguments = match python_to_json(arguments.as_any())? {
-            JsonValue::Object(map) => map,
-            _ => Map::new(),
-        };
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.shared
-            .submit(function, arguments, context, move |_, outcome| {
-                let _ = tx.send(outcome);
-            });
         Ok(Pending {
             shared: self.shared.clone(),
-            outcome: std::sync::Mutex::new(Some(rx)),
+            outcome: std::sync::Mutex::new(Some(self.start(py, name, arguments, context)?)),
         })
     }
 
@@ -276,6 +237,32 @@ impl Program {
 }
 
 impl Program {
+    /// Starts a call on one of the program's threads; its outcome comes on the channel.
+    fn start(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        arguments: &Bound<'_, PyDict>,
+        context: Option<&Bound<'_, PyContext>>,
+    ) -> PyResult<Receiver<Outcome>> {
+        let function = self.function(py, name)?.clone();
+        let arguments = match python_to_json(arguments.as_any())? {
+            JsonValue::Object(map) => map,
+            _ => Map::new(),
+        };
+        let context = context.map(|c| c.get().inner.clone());
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let shared = self.shared.clone();
+        self.shared.threads.run(Box::new(move || {
+            let outcome = shared
+                .loaded
+                .call_on_this_thread(&shared.host, &function, &arguments, context.as_ref())
+                .map(|value| value.to_json());
+            let _ = tx.send(outcome);
+        }));
+        Ok(rx)
+    }
+
     fn function(&self, py: Python<'_>, name: &str) -> PyResult<&Function> {
         self.functions.get(name).ok_or_else(|| {
             raise(
