@@ -46,6 +46,9 @@ pub enum ErrorKind {
     BadSchema,
     /// The run's journal (`--journal`) could not be used, or no longer matches.
     Journal,
+    /// The run was cancelled by its caller (an editor's `session/cancel`, Ctrl-C in
+    /// Python) while it waited for a model or a tool.
+    Cancelled,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -4,6 +4,8 @@
 //! - [`context`]: the context as a stack of shared frames, and its byte-stable rendering;
 //! - [`call`]: the four kinds of LLM call, with repairs, validation, re-asks, budgets
 //!   and tracing;
+//! - [`observe`]: what a front end is told while a run goes on (tool and model calls,
+//!   plans), and how it cancels one;
 //!
 //! Nothing here reads configuration files or the command line: `sapc` builds a
 //! [`Runtime`] from flags, environment and `sap.toml`, and hands it to the program.
@@ -16,6 +18,7 @@ pub mod call;
 pub mod context;
 pub mod error;
 pub mod lenient;
+pub mod observe;
 pub mod order;
 pub mod repair;
 pub mod tasks;

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod import;
 pub mod lock;
 pub mod mcp;
@@ -13,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use client::Client;
 use llm::types::{ParamDesc, TypeDesc};
 use mcp::McpServer;
 use runtime::trace::TraceSink;
@@ -29,6 +31,8 @@ pub struct Tools {
     deadline: Option<Instant>,
     /// The run's trace, for what the program records besides tool calls (`trust`).
     trace: Option<TraceSink>,
+    /// The run's client (an editor): asked when a standard tool is outside the grants.
+    client: Option<Arc<dyn Client>>,
 }
 
 impl Tools {
@@ -62,7 +66,15 @@ impl Tools {
         ret: &TypeDesc,
         args: &[Value],
     ) -> Result<Value, String> {
-        standard::call(&self.grants, module, tool, args, ret, self.deadline).await
+        let client = self.client.as_deref();
+        standard::call(&self.grants, client, module, tool, args, ret, self.deadline).await
+    }
+
+    /// Asks `client` about standard tool calls outside the grants, and reads and writes
+    /// files through it when it offers to.
+    pub fn with_client(mut self, client: Arc<dyn Client>) -> Tools {
+        self.client = Some(client);
+        self
     }
 
     pub fn with_deadline(mut self, deadline: Option<Instant>) -> Tools {

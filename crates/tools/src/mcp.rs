@@ -308,7 +308,14 @@ impl McpServer {
             .send_request_with_option(request, options)
             .await
         {
-            Ok(handle) => handle.await_response().await,
+            Ok(handle) => {
+                // Dropped before the answer (the run was cancelled), the call is
+                // cancelled on the server too.
+                let mut guard = CancelOnDrop(Some((handle.peer.clone(), handle.id.clone())));
+                let answer = handle.await_response().await;
+                guard.0 = None;
+                answer
+            }
             Err(e) => Err(e),
         };
         let elapsed = started.elapsed();
@@ -573,6 +580,30 @@ impl McpServer {
             ),
             other => format!("{what}: {other}"),
         }
+    }
+}
+
+/// Tells the server a request is cancelled when dropped: the future waiting for its
+/// answer was dropped (a cancelled run). Disarmed once the answer is in.
+struct CancelOnDrop(Option<(rmcp::service::Peer<RoleClient>, rmcp::model::RequestId)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        let Ok(tokio) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tokio.spawn(async move {
+            let notification = rmcp::model::CancelledNotification::new(
+                rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the sap run was cancelled".to_owned()),
+                ),
+            );
+            let _ = peer.send_notification(notification.into()).await;
+        });
     }
 }
 

@@ -4,7 +4,10 @@
 //! `--allow-run=PROGRAM` and the `[permissions]` table of `sap.toml`. A path is allowed
 //! when, with `..` and symbolic links resolved, it lies inside a granted folder: an
 //! escape by `..`, by an absolute path or by a link is refused like any other path. A
-//! refused call is an error that names the flag to add.
+//! refused call is an error that names the flag to add — or, when the run has a
+//! [`Client`] (an editor), a question to its user: allowed once, allowed for the rest of
+//! the session, or refused with the same error. With a client that hands files, `fs::read`
+//! and `fs::write` go through it (an editor's unsaved buffers), still within the grants.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,6 +16,8 @@ use serde_json::Value as JsonValue;
 
 use llm::types::TypeDesc;
 use runtime::value::{Value, decode};
+
+use crate::client::{Access, Answer, Client, Permission};
 
 /// What a run may touch.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -68,49 +73,91 @@ impl Grants {
     }
 
     /// The canonical form of `path` when reading it is granted.
-    fn readable(&self, tool: &str, path: &str) -> Result<PathBuf, String> {
+    fn readable(&self, tool: &str, path: &str) -> Result<PathBuf, Denied> {
         let target = Path::new(path)
             .canonicalize()
-            .map_err(|e| format!("`{tool}`: cannot read {path}: {e}"))?;
+            .map_err(|e| Denied::Error(format!("`{tool}`: cannot read {path}: {e}")))?;
         if self.read.iter().any(|root| target.starts_with(root)) {
             return Ok(target);
         }
-        Err(format!(
-            "`{tool}` may not read {path}: run with --allow-read={} (or add it to `read` in the [permissions] table of sap.toml)",
-            suggest_dir(&target)
-        ))
+        let scope = suggest_dir(&target);
+        Err(Denied::Asks(Permission {
+            tool: tool.to_owned(),
+            access: Access::Read,
+            target: target.display().to_string(),
+            refusal: format!(
+                "`{tool}` may not read {path}: run with --allow-read={scope} (or add it to `read` in the [permissions] table of sap.toml)"
+            ),
+            scope,
+        }))
+    }
+
+    /// Whether these grants cover what `permission` asks (a grant given "always" in
+    /// a session covers the same tool's later calls inside it).
+    pub fn covers(&self, permission: &Permission) -> bool {
+        let target = &permission.target;
+        match permission.access {
+            Access::Read => self
+                .read
+                .iter()
+                .any(|root| Path::new(target).starts_with(root)),
+            Access::Write => self
+                .write
+                .iter()
+                .any(|root| Path::new(target).starts_with(root)),
+            Access::Net => self.net.iter().any(|(h, p)| match target.rsplit_once(':') {
+                Some((host, port)) => h == host && p.is_none_or(|p| p.to_string() == port),
+                None => h == target,
+            }),
+            Access::Run => self.run.iter().any(|p| p == target),
+        }
+    }
+
+    /// Adds what `permission`'s "always" grants: its folder, host or program.
+    pub fn allow(&mut self, permission: &Permission) {
+        let scope = &permission.scope;
+        match permission.access {
+            Access::Read => self.read.push(PathBuf::from(scope)),
+            Access::Write => self.write.push(PathBuf::from(scope)),
+            Access::Net => self.net.push((scope.clone(), None)),
+            Access::Run => self.run.push(scope.clone()),
+        }
     }
 
     /// The path to write when writing `path` is granted: its folder resolved, and the
     /// file itself, if it is a link, resolved too.
-    fn writable(&self, tool: &str, path: &str) -> Result<PathBuf, String> {
+    fn writable(&self, tool: &str, path: &str) -> Result<PathBuf, Denied> {
         let p = Path::new(path);
         let name = p
             .file_name()
-            .ok_or_else(|| format!("`{tool}`: {path} does not name a file"))?;
+            .ok_or_else(|| Denied::Error(format!("`{tool}`: {path} does not name a file")))?;
         let parent = match p.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let dir = parent
-            .canonicalize()
-            .map_err(|e| format!("`{tool}`: cannot write {path}: {e}"))?;
+        let cannot =
+            |e: std::io::Error| Denied::Error(format!("`{tool}`: cannot write {path}: {e}"));
+        let dir = parent.canonicalize().map_err(cannot)?;
         let mut target = dir.join(name);
         if target.is_symlink() {
-            target = target
-                .canonicalize()
-                .map_err(|e| format!("`{tool}`: cannot write {path}: {e}"))?;
+            target = target.canonicalize().map_err(cannot)?;
         }
         if self.write.iter().any(|root| target.starts_with(root)) {
             return Ok(target);
         }
-        Err(format!(
-            "`{tool}` may not write {path}: run with --allow-write={} (or add it to `write` in the [permissions] table of sap.toml)",
-            suggest_dir(&target)
-        ))
+        let scope = suggest_dir(&target);
+        Err(Denied::Asks(Permission {
+            tool: tool.to_owned(),
+            access: Access::Write,
+            target: target.display().to_string(),
+            refusal: format!(
+                "`{tool}` may not write {path}: run with --allow-write={scope} (or add it to `write` in the [permissions] table of sap.toml)"
+            ),
+            scope,
+        }))
     }
 
-    fn reachable(&self, tool: &str, url: &reqwest::Url) -> Result<(), String> {
+    fn reachable(&self, tool: &str, url: &reqwest::Url) -> Result<(), Denied> {
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let host = host.trim_matches(['[', ']']);
         let port = url.port_or_known_default();
@@ -125,18 +172,66 @@ impl Grants {
             Some(p) => format!("{host}:{p}"),
             None => host.to_owned(),
         };
-        Err(format!(
-            "`{tool}` may not connect to {shown}: run with --allow-net={shown} (or add it to `net` in the [permissions] table of sap.toml)"
-        ))
+        Err(Denied::Asks(Permission {
+            tool: tool.to_owned(),
+            access: Access::Net,
+            target: match port {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_owned(),
+            },
+            scope: host.to_owned(),
+            refusal: format!(
+                "`{tool}` may not connect to {shown}: run with --allow-net={shown} (or add it to `net` in the [permissions] table of sap.toml)"
+            ),
+        }))
     }
 
-    fn runnable(&self, program: &str) -> Result<(), String> {
+    fn runnable(&self, program: &str) -> Result<(), Denied> {
         if self.run.iter().any(|p| p == program) {
             return Ok(());
         }
-        Err(format!(
-            "`process::run` may not run `{program}`: run with --allow-run={program} (or add it to `run` in the [permissions] table of sap.toml)"
-        ))
+        Err(Denied::Asks(Permission {
+            tool: "process::run".to_owned(),
+            access: Access::Run,
+            target: program.to_owned(),
+            scope: program.to_owned(),
+            refusal: format!(
+                "`process::run` may not run `{program}`: run with --allow-run={program} (or add it to `run` in the [permissions] table of sap.toml)"
+            ),
+        }))
+    }
+}
+
+/// Why a grant check did not pass: an error, or a refusal a client may overrule.
+#[derive(Debug)]
+enum Denied {
+    Error(String),
+    Asks(Permission),
+}
+
+impl Denied {
+    fn message(self) -> String {
+        match self {
+            Denied::Error(m) => m,
+            Denied::Asks(p) => p.refusal,
+        }
+    }
+}
+
+/// A grant check's outcome, with the run's client asked when the grants refuse: what
+/// the check gives when the answer is yes, the refusal's error when it is no.
+async fn permitted<T>(
+    checked: Result<T, Denied>,
+    client: Option<&dyn Client>,
+    granted: impl FnOnce(&Permission) -> T,
+) -> Result<T, String> {
+    match (checked, client) {
+        (Ok(v), _) => Ok(v),
+        (Err(Denied::Asks(p)), Some(client)) => match client.ask(p.clone()).await {
+            Answer::Once | Answer::Always => Ok(granted(&p)),
+            Answer::Reject => Err(format!("{} (the user refused)", p.refusal)),
+        },
+        (Err(denied), _) => Err(denied.message()),
     }
 }
 
@@ -153,6 +248,7 @@ fn suggest_dir(target: &Path) -> String {
 /// Calls the standard tool `module::tool` with sap values.
 pub async fn call(
     grants: &Grants,
+    client: Option<&dyn Client>,
     module: &str,
     tool: &str,
     args: &[Value],
@@ -171,21 +267,39 @@ pub async fn call(
         .unwrap_or(Duration::from_secs(300));
     match (module, tool) {
         ("fs", "read") => {
-            let path = grants.readable(&name, text(0)?)?;
-            let content = tokio::fs::read_to_string(&path)
-                .await
-                .map_err(|e| format!("`{name}`: cannot read {}: {e}", path.display()))?;
+            let path = permitted(grants.readable(&name, text(0)?), client, |p| {
+                PathBuf::from(&p.target)
+            })
+            .await?;
+            let content = match client.filter(|c| c.reads_files()) {
+                Some(c) => c.read_text(path.clone()).await,
+                None => tokio::fs::read_to_string(&path)
+                    .await
+                    .map_err(|e| e.to_string()),
+            }
+            .map_err(|e| format!("`{name}`: cannot read {}: {e}", path.display()))?;
             Ok(Value::str(&content))
         }
         ("fs", "write") => {
-            let path = grants.writable(&name, text(0)?)?;
-            tokio::fs::write(&path, text(1)?)
-                .await
-                .map_err(|e| format!("`{name}`: cannot write {}: {e}", path.display()))?;
+            let path = permitted(grants.writable(&name, text(0)?), client, |p| {
+                PathBuf::from(&p.target)
+            })
+            .await?;
+            let content = text(1)?;
+            match client.filter(|c| c.writes_files()) {
+                Some(c) => c.write_text(path.clone(), content.to_owned()).await,
+                None => tokio::fs::write(&path, content)
+                    .await
+                    .map_err(|e| e.to_string()),
+            }
+            .map_err(|e| format!("`{name}`: cannot write {}: {e}", path.display()))?;
             Ok(Value::Unit)
         }
         ("fs", "list") => {
-            let dir = grants.readable(&name, text(0)?)?;
+            let dir = permitted(grants.readable(&name, text(0)?), client, |p| {
+                PathBuf::from(&p.target)
+            })
+            .await?;
             let mut entries = tokio::fs::read_dir(&dir)
                 .await
                 .map_err(|e| format!("`{name}`: cannot list {}: {e}", dir.display()))?;
@@ -205,7 +319,7 @@ pub async fn call(
         ("http", "get") | ("http", "post") => {
             let url = reqwest::Url::parse(text(0)?)
                 .map_err(|e| format!("`{name}`: `{}` is not a URL: {e}", text(0).unwrap_or("")))?;
-            grants.reachable(&name, &url)?;
+            permitted(grants.reachable(&name, &url), client, |_| ()).await?;
             http_transport::install_crypto();
             // Each redirect must stay inside the grants too.
             let redirect_grants = grants.clone();
@@ -254,7 +368,7 @@ pub async fn call(
         }
         ("process", "run") => {
             let program = text(0)?;
-            grants.runnable(program)?;
+            permitted(grants.runnable(program), client, |_| ()).await?;
             let argv: Vec<String> = match args.get(1) {
                 Some(Value::List(items)) => items
                     .iter()
@@ -307,7 +421,8 @@ mod tests {
         let dotdot = dir.join("granted/sub/../../secret.txt");
         let err = g
             .readable("fs::read", dotdot.to_str().unwrap())
-            .unwrap_err();
+            .unwrap_err()
+            .message();
         assert!(err.contains("--allow-read="), "{err}");
         // An absolute path elsewhere.
         assert!(g.readable("fs::read", "/etc/hostname").is_err());
@@ -322,7 +437,8 @@ mod tests {
         // Writing needs its own grant.
         let err = g
             .writable("fs::write", dir.join("granted/new.txt").to_str().unwrap())
-            .unwrap_err();
+            .unwrap_err()
+            .message();
         assert!(err.contains("--allow-write="), "{err}");
         Grants::add_dir(&mut g.write, "granted", &dir).unwrap();
         assert!(
@@ -342,7 +458,7 @@ mod tests {
         assert!(ok("https://api.example.com/x").is_ok());
         assert!(ok("http://api.example.com:9999/x").is_ok());
         assert!(ok("http://127.0.0.1:8080/").is_ok());
-        let err = ok("http://127.0.0.1:8081/").unwrap_err();
+        let err = ok("http://127.0.0.1:8081/").unwrap_err().message();
         assert!(err.contains("--allow-net=127.0.0.1:8081"), "{err}");
         assert!(ok("https://evil.example.com/").is_err());
         assert!(g.add_net("host:notaport").is_err());
@@ -351,6 +467,7 @@ mod tests {
         assert!(
             g.runnable("/usr/bin/git")
                 .unwrap_err()
+                .message()
                 .contains("--allow-run=/usr/bin/git")
         );
     }

@@ -21,7 +21,8 @@ use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type};
 use journal::{self, Found, Journal};
 use llm::schema::ArmDesc;
 use llm::types::{ParamDesc, TypeDesc};
-use runtime::{CallSite, Context, Runtime, RuntimeError, Value};
+use runtime::observe::{Cancel, ModelCall, Observer, Place};
+use runtime::{CallSite, Context, ErrorKind, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
 use self::tools::BoundExtern;
@@ -195,6 +196,10 @@ pub struct Host {
     testing: bool,
     script: Mutex<Script>,
     coverage: Mutex<Coverage>,
+    /// Told of tool and model calls and plans as they happen (an editor's agent).
+    observer: Option<Arc<dyn Observer>>,
+    /// Stops the run at the next call it waits for.
+    cancel: Option<Cancel>,
 }
 
 impl Host {
@@ -270,7 +275,26 @@ impl Host {
             testing: false,
             script: Mutex::default(),
             coverage: Mutex::default(),
+            observer: None,
+            cancel: None,
         }
+    }
+
+    /// Tells `observer` of tool and model calls and plans while the run goes on.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Host {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Stops the run when `cancel` is cancelled: the model or tool call it waits for is
+    /// dropped, and the run fails with an error of kind `Cancelled`.
+    pub fn with_cancel(mut self, cancel: Cancel) -> Host {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    pub(crate) fn observer(&self) -> Option<&dyn Observer> {
+        self.observer.as_deref()
     }
 
     /// A host for one test: its `given`s script the model, and a call they do not
@@ -461,7 +485,53 @@ impl Host {
         span: Option<SrcSpan>,
     ) -> Result<F::Output, ExecError> {
         let tokio = self.tokio.handle().map_err(|e| ExecError::new(e, span))?;
-        Ok(runtime::tasks::block_on(tokio, Box::pin(f)))
+        let Some(cancel) = &self.cancel else {
+            return Ok(runtime::tasks::block_on(tokio, Box::pin(f)));
+        };
+        if cancel.is_cancelled() {
+            return Err(cancelled(span));
+        }
+        let cancel = cancel.clone();
+        let raced = async move {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                out = f => Some(out),
+            }
+        };
+        runtime::tasks::block_on(tokio, Box::pin(raced)).ok_or_else(|| cancelled(span))
+    }
+
+    /// A model call at `s`, told to the observer (when there is one) as it starts and
+    /// ends; `json` shows its value.
+    fn observed<T>(
+        &self,
+        s: &LlmSite,
+        kind: &'static str,
+        call: impl FnOnce() -> Result<T, ExecError>,
+        json: impl FnOnce(&T) -> serde_json::Value,
+    ) -> Result<T, ExecError> {
+        let Some(observer) = self.observer() else {
+            return call();
+        };
+        let (file, line, _) = self.location(s.span);
+        let id = runtime::observe::next_id();
+        observer.model_started(&ModelCall {
+            id,
+            kind,
+            subject: s.subject.clone(),
+            place: Place {
+                file,
+                line,
+                function: s.function.clone(),
+            },
+        });
+        let result = call();
+        match &result {
+            Ok(v) => observer.model_finished(id, Ok(&json(v))),
+            Err(e) => observer.model_finished(id, Err(&e.message)),
+        }
+        result
     }
 
     /// Waits for an LLM call ([`Host::wait`]).
@@ -487,19 +557,26 @@ impl Host {
         let SiteKind::Produce { ret } = &s.kind else {
             return Err(ExecError::new("internal: not a produce site", Some(s.span)));
         };
-        let value = if let Some(Value::Json(schema)) = schema {
-            let call_site = self.call_site(s, ctx);
-            self.block(
-                rt.produce_matching(&call_site, ctx, &s.subject, schema),
-                s.span,
-            )?
-        } else {
-            let ty = self.desc(ret);
-            self.block(
-                rt.produce(&self.call_site(s, ctx), ctx, &s.subject, &ty),
-                s.span,
-            )?
-        };
+        let value = self.observed(
+            s,
+            "produce",
+            || {
+                if let Some(Value::Json(schema)) = schema {
+                    let call_site = self.call_site(s, ctx);
+                    self.block(
+                        rt.produce_matching(&call_site, ctx, &s.subject, schema),
+                        s.span,
+                    )
+                } else {
+                    let ty = self.desc(ret);
+                    self.block(
+                        rt.produce(&self.call_site(s, ctx), ctx, &s.subject, &ty),
+                        s.span,
+                    )
+                }
+            },
+            Value::to_json,
+        )?;
         self.record(site, outcome(&value));
         Ok(value)
     }
@@ -507,9 +584,16 @@ impl Host {
     pub fn decide(&self, site: u32, ctx: &Context) -> Result<bool, ExecError> {
         let s = &self.module.sites[site as usize];
         let rt = self.runtime_for(s)?;
-        let decided = self.block(
-            rt.decide(&self.call_site(s, ctx), ctx, &s.subject, s.doc.as_deref()),
-            s.span,
+        let decided = self.observed(
+            s,
+            "decide",
+            || {
+                self.block(
+                    rt.decide(&self.call_site(s, ctx), ctx, &s.subject, s.doc.as_deref()),
+                    s.span,
+                )
+            },
+            |b| serde_json::Value::Bool(*b),
         )?;
         self.record(site, decided.to_string());
         Ok(decided)
@@ -546,15 +630,22 @@ impl Host {
             ));
         }
         let params = self.params(params);
-        let filled = self.block(
-            rt.fill_args(
-                &self.call_site(s, ctx),
-                ctx,
-                callee,
-                callee_doc.as_deref(),
-                &params,
-            ),
-            s.span,
+        let filled = self.observed(
+            s,
+            "fill_args",
+            || {
+                self.block(
+                    rt.fill_args(
+                        &self.call_site(s, ctx),
+                        ctx,
+                        callee,
+                        callee_doc.as_deref(),
+                        &params,
+                    ),
+                    s.span,
+                )
+            },
+            |values| serde_json::Value::Array(values.iter().map(Value::to_json).collect()),
         )?;
         self.record(site, "answered".to_owned());
         Ok(filled)
@@ -624,7 +715,16 @@ impl Host {
                 params: self.params(&a.params),
             })
             .collect();
-        let chosen = self.block(rt.choose(&self.call_site(s, ctx), ctx, &arms), s.span)?;
+        let chosen = self.observed(
+            s,
+            "choose",
+            || self.block(rt.choose(&self.call_site(s, ctx), ctx, &arms), s.span),
+            |(arm, _)| {
+                serde_json::Value::String(
+                    arms.get(*arm).map(|a| a.tool.clone()).unwrap_or_default(),
+                )
+            },
+        )?;
         if let Some(arm) = arms.get(chosen.0) {
             self.record(site, arm.tool.clone());
         }
@@ -757,6 +857,14 @@ impl Host {
         }
         .map_err(err)?;
         Ok(done)
+    }
+}
+
+/// The error of a run stopped by its [`Cancel`].
+fn cancelled(span: Option<SrcSpan>) -> ExecError {
+    ExecError {
+        kind: Some(ErrorKind::Cancelled),
+        ..ExecError::new("the run was cancelled", span)
     }
 }
 

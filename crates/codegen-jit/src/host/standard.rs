@@ -127,8 +127,24 @@ impl Host {
             retries: u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
             width: self.limits.concurrency,
         };
-        let run =
-            atom_plan::execute(&plan, &sigs, &call, &options).map_err(|f| err(f.to_string()))?;
+        let run = match self.observer() {
+            Some(observer) => {
+                let atoms: Vec<(i64, String)> = plan
+                    .atoms
+                    .iter()
+                    .map(|a| {
+                        let input = serde_json::Value::Object(a.input.clone());
+                        (a.id, format!("{}. {}({input})", a.id, a.name))
+                    })
+                    .collect();
+                observer.plan(&atoms);
+                atom_plan::execute_observed(&plan, &sigs, &call, &options, &|id, status| {
+                    observer.atom(id, status)
+                })
+            }
+            None => atom_plan::execute(&plan, &sigs, &call, &options),
+        }
+        .map_err(|f| err(f.to_string()))?;
         Ok(Value::Json(Arc::new(run.answer)))
     }
 

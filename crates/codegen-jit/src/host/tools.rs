@@ -5,6 +5,7 @@
 use ir::{Binding, SrcSpan};
 use llm::types::{ParamDesc, TypeDesc};
 use runtime::Value;
+use runtime::observe::{Place, ToolCall, ToolKind};
 use runtime::telemetry::{self, Attribute};
 
 use super::{Engine, ExecError, Host, standard_extern};
@@ -26,9 +27,11 @@ impl Host {
     ) -> Result<Value, ExecError> {
         if let Some(bound) = self.bound.get(name) {
             let traced = self.tool_span(name, Some(&bound.binding), span);
+            let observed = self.tool_started(name, Some(&bound.binding), args, span);
             let result = self.journaled(name, args, span, || {
                 self.call_bound(name, bound, args, span)
             });
+            self.tool_finished(observed, &result);
             if let Err(e) = &result {
                 traced.fail("tool_error", &e.message);
             }
@@ -46,6 +49,7 @@ impl Host {
             )
         })?;
         let traced = self.tool_span(name, None, span);
+        let observed = self.tool_started(name, None, args, span);
         let declared = self.declared.get(name).map(|(ty, _)| ty);
         let result = self.journaled(name, args, span, || {
             let value =
@@ -62,10 +66,73 @@ impl Host {
                 _ => Ok(value),
             }
         });
+        self.tool_finished(observed, &result);
         if let Err(e) = &result {
             traced.fail("tool_error", &e.message);
         }
         result
+    }
+
+    /// Tells the observer, if there is one, of an extern call that starts: its id.
+    fn tool_started(
+        &self,
+        name: &str,
+        binding: Option<&Binding>,
+        args: &[Value],
+        span: Option<SrcSpan>,
+    ) -> Option<u64> {
+        let observer = self.observer()?;
+        let params = self.module.externs.iter().find(|e| e.name == name);
+        let mut arguments = serde_json::Map::new();
+        for (i, a) in args.iter().enumerate() {
+            let key = params
+                .and_then(|e| e.params.get(i))
+                .map_or_else(|| format!("arg{i}"), |p| p.name.clone());
+            arguments.insert(key, a.to_json());
+        }
+        let (kind, paths) = match binding {
+            Some(Binding::Std { module, tool }) => {
+                let path = || match args.first() {
+                    Some(Value::Str(p)) => vec![p.to_string()],
+                    _ => Vec::new(),
+                };
+                match (module.as_str(), tool.as_str()) {
+                    ("fs", "write") => (ToolKind::Edit, path()),
+                    ("fs", _) => (ToolKind::Read, path()),
+                    ("http", _) => (ToolKind::Fetch, Vec::new()),
+                    ("process", _) => (ToolKind::Execute, Vec::new()),
+                    _ => (ToolKind::Other, Vec::new()),
+                }
+            }
+            _ => (ToolKind::Other, Vec::new()),
+        };
+        let id = runtime::observe::next_id();
+        observer.tool_started(&ToolCall {
+            id,
+            name: name.to_owned(),
+            source: binding.map_or_else(|| "host".to_owned(), Binding::origin),
+            kind,
+            arguments: serde_json::Value::Object(arguments),
+            paths,
+            place: span.map(|s| {
+                let (file, line, _) = self.location(s);
+                Place {
+                    file,
+                    line,
+                    function: String::new(),
+                }
+            }),
+        });
+        Some(id)
+    }
+
+    fn tool_finished(&self, id: Option<u64>, result: &Result<Value, ExecError>) {
+        if let (Some(id), Some(observer)) = (id, self.observer()) {
+            match result {
+                Ok(v) => observer.tool_finished(id, Ok(&v.to_json())),
+                Err(e) => observer.tool_finished(id, Err(&e.message)),
+            }
+        }
     }
 
     /// An extern call's OpenTelemetry span, when spans are exported.

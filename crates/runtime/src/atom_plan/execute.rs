@@ -7,6 +7,7 @@ use std::fmt;
 use serde_json::Value as JsonValue;
 
 use super::*;
+use crate::observe::AtomStatus;
 use crate::value::{self, Value};
 
 /// How a tool call went: its value, or why it failed.
@@ -141,6 +142,18 @@ pub fn execute(
     host: &dyn ToolHost,
     options: &ExecOptions,
 ) -> Result<Execution, AtomFailure> {
+    execute_observed(plan, tools, host, options, &|_, _| {})
+}
+
+/// [`execute`], telling `observe` when each atom starts and how it ends (an editor
+/// shows the plan's entries moving).
+pub fn execute_observed(
+    plan: &Plan,
+    tools: &[ToolSig],
+    host: &dyn ToolHost,
+    options: &ExecOptions,
+    observe: &(dyn Fn(i64, AtomStatus) + Sync),
+) -> Result<Execution, AtomFailure> {
     let sig = |name: &str| tools.iter().find(|t| t.name == name);
     let mut results: BTreeMap<i64, JsonValue> = BTreeMap::new();
     let mut done: Vec<(i64, Vec<Value>)> = Vec::new();
@@ -156,12 +169,19 @@ pub fn execute(
                 Ok(args) => args,
                 Err(e) => return Err((e, 0)),
             };
+            observe(atom.id, AtomStatus::Running);
             let mut attempts = 0;
             loop {
                 attempts += 1;
                 match host.call(t, args.clone()) {
-                    Ok(v) => return Ok((v, args, attempts)),
-                    Err(e) if attempts > options.retries => return Err((e, attempts)),
+                    Ok(v) => {
+                        observe(atom.id, AtomStatus::Done);
+                        return Ok((v, args, attempts));
+                    }
+                    Err(e) if attempts > options.retries => {
+                        observe(atom.id, AtomStatus::Failed);
+                        return Err((e, attempts));
+                    }
                     Err(_) => {}
                 }
             }
@@ -232,6 +252,7 @@ pub fn execute(
         for &i in &members {
             let atom = &plan.atoms[i];
             if atom.kind == AtomKind::Final {
+                observe(atom.id, AtomStatus::Done);
                 let reported: Vec<JsonValue> = atom
                     .depends_on
                     .iter()

@@ -30,7 +30,9 @@ use serde_json::{Map, Value as JsonValue};
 use llm::types::{ParamDesc, TypeDesc};
 
 pub use draw::{to_dot, to_mermaid};
-pub use execute::{AtomFailure, AtomRun, ExecOptions, Execution, ToolHost, ToolResult, execute};
+pub use execute::{
+    AtomFailure, AtomRun, ExecOptions, Execution, ToolHost, ToolResult, execute, execute_observed,
+};
 pub use plan_schema::plan_schema;
 pub use validate::validate;
 
