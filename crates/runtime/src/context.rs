@@ -204,6 +204,30 @@ impl Context {
         });
     }
 
+    /// How many entries the top frame holds.
+    pub fn len(&self) -> usize {
+        self.top
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Whether the top frame holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops the top frame's entries after the first `len`: what a turn that did not end
+    /// added, taken back (an editor's session whose prompt was cancelled).
+    pub fn truncate(&self, len: usize) {
+        self.top
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .truncate(len);
+    }
+
     /// How many frames the chain has.
     pub fn depth(&self) -> usize {
         let mut n = 0;

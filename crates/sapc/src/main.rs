@@ -82,6 +82,11 @@ enum Command {
         #[command(subcommand)]
         command: codegen_python::GenCommand,
     },
+    /// Serve a program as an editor's agent over the Agent Client Protocol (standard
+    /// input and output): each prompt runs `fn main(ctx: Context, prompt: String)`
+    /// in the session's context. Takes `run`'s flags; `--journal DIR` keeps sessions
+    /// there, for `session/load` after a restart.
+    Acp(Box<args::RunArgs>),
     /// MCP servers: import their tools as a typed sap module, list them, or serve a
     /// program's `export fn`s as one.
     Mcp {
@@ -128,6 +133,7 @@ fn main() -> ExitCode {
         Command::Build { file, emit_ir } => ExitCode::from(run::build(&file, emit_ir)),
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Test(args) => ExitCode::from(test::run(*args)),
+        Command::Acp(args) => ExitCode::from(serve_acp(*args)),
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
         Command::Gen { command } => ExitCode::from(codegen_python::run(command)),
         Command::Trace { command } => ExitCode::from(trace::run(command)),
@@ -142,6 +148,19 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `sapc acp FILE [flags]`.
+fn serve_acp(args: args::RunArgs) -> u8 {
+    if args.engine != "jit" {
+        eprintln!("error: `sapc acp` runs native code only (`--engine jit`)");
+        return exit::USAGE;
+    }
+    if !args.args.is_empty() {
+        eprintln!("error: `sapc acp` takes no program arguments: each prompt is `main`'s");
+        return exit::USAGE;
+    }
+    acp::serve(&args.file, args.options())
 }
 
 impl From<Format> for session::render::Format {

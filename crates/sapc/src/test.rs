@@ -284,6 +284,7 @@ fn run_suite(
                     &config,
                     suite.module.clone(),
                     externs.clone(),
+                    None,
                     calls_model,
                     started,
                     &tokio,

@@ -156,6 +156,7 @@ pub fn host_for(
     config: &Config,
     module: Arc<ir::Module>,
     externs: Externs,
+    client: Option<Arc<dyn tools::client::Client>>,
     calls_model: bool,
     started: Instant,
     tokio: &Tokio,
@@ -192,8 +193,11 @@ pub fn host_for(
         None => None,
     };
     let deadline = budgets.max_wall_time.map(|d| started + d);
-    let tools =
+    let mut tools =
         tools_for(&module, config, trace.clone(), deadline)?.with_grants(grants(args, config)?);
+    if let Some(client) = client {
+        tools = tools.with_client(client);
+    }
     let runtime = if calls_model {
         let provider = {
             let _guard = tokio.handle()?.enter();

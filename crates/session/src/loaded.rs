@@ -252,6 +252,29 @@ impl Loaded {
         tokio: &Tokio,
         started: Instant,
     ) -> Result<(Host, Option<Arc<Runtime>>), Failure> {
+        self.host_in(options, add, None, tokio, started)
+    }
+
+    /// [`Loaded::host`] for a run with a client (an editor): asked when a standard
+    /// tool is outside the grants, and reading and writing files when it offers to.
+    pub fn host_for_client(
+        &self,
+        options: &Options,
+        client: Arc<dyn tools::client::Client>,
+        tokio: &Tokio,
+        started: Instant,
+    ) -> Result<(Host, Option<Arc<Runtime>>), Failure> {
+        self.host_in(options, |_| {}, Some(client), tokio, started)
+    }
+
+    fn host_in(
+        &self,
+        options: &Options,
+        add: impl FnOnce(&mut Externs),
+        client: Option<Arc<dyn tools::client::Client>>,
+        tokio: &Tokio,
+        started: Instant,
+    ) -> Result<(Host, Option<Arc<Runtime>>), Failure> {
         let externs =
             checked_externs_with(&self.module, add).map_err(|e| self.located(&e, false))?;
         let (host, runtime) = host_for(
@@ -260,6 +283,7 @@ impl Loaded {
             &self.config,
             self.module.clone(),
             externs,
+            client,
             self.calls_model,
             started,
             tokio,
