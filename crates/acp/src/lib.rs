@@ -456,6 +456,8 @@ impl Server {
                 .ok_or_else(|| "the program has no `main`".to_owned())?;
             let mut arguments = serde_json::Map::new();
             arguments.insert(run.entry.prompt.clone(), prompt.into());
+            // `main` works in the session's frame: what it injects is there next turn.
+            context.keep_next_call();
             let outcome = codegen_jit::on_big_stack(|| {
                 loaded.call_on_this_thread(&host, &main, &arguments, Some(&context))
             });

@@ -166,6 +166,7 @@ pub fn restore(server: &Arc<Server>, id: &acp::SessionId) -> Result<Arc<Session>
             .ok_or_else(|| failed("the program has no `main`".to_owned()))?;
         let mut arguments = serde_json::Map::new();
         arguments.insert(program.entry.prompt.clone(), turn.prompt.clone().into());
+        session.context.keep_next_call();
         codegen_jit::on_big_stack(|| {
             loaded.call_on_this_thread(&host, &main, &arguments, Some(&session.context))
         })

@@ -1,6 +1,8 @@
 """An OpenAI-compatible Chat Completions server on loopback whose every answer is the
 first value the request's JSON Schema allows, after an optional delay: the model of the
-Python package's tests and benchmark, where what matters is the binding, not the model."""
+Python package's tests and benchmark, where what matters is the binding, not the model.
+An `answer` function of the request and its schema may script the answer instead (the
+ACP tests' model, whose answers depend on what the prompt holds)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 
 def first_value(schema: dict[str, Any]) -> Any:
@@ -41,8 +43,13 @@ def first_value(schema: dict[str, Any]) -> Any:
 class ModelServer:
     """An OpenAI-compatible Chat Completions server answering after `delay` seconds."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        delay: float = 0.0,
+        answer: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
+    ) -> None:
         self.delay = delay
+        self.answer = answer
         self.requests = 0
         self.last: dict[str, Any] = {}
         server = self
@@ -60,7 +67,8 @@ class ModelServer:
                 time.sleep(server.delay)
                 rf = body.get("response_format") or {}
                 schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema") or {}
-                content = json.dumps(first_value(schema))
+                value = server.answer(body, schema) if server.answer else first_value(schema)
+                content = json.dumps(value)
                 if body.get("stream"):
                     chunk = {"choices": [{"index": 0, "delta": {"content": content}}]}
                     end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}

@@ -11,6 +11,7 @@
 //! from, so the model can tell the program's instructions from the data it handles.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::telemetry::{self, SpanContext};
@@ -47,6 +48,9 @@ struct Frame {
     /// The function call's OpenTelemetry span, when spans are exported: it ends when
     /// the frame is dropped (the function returned).
     span: Option<Box<SpanContext>>,
+    /// Set by [`Context::keep_next_call`]: the next function entered from this frame
+    /// works in it, so what it injects stays (an editor session's turn).
+    keep: AtomicBool,
 }
 
 thread_local! {
@@ -113,6 +117,7 @@ impl Context {
                 function: None,
                 entries: Mutex::default(),
                 span: None,
+                keep: AtomicBool::new(false),
             }),
         }
     }
@@ -120,6 +125,9 @@ impl Context {
     /// A callee's frame on top of this context: like [`Context::child`], named after
     /// the function, so that a call knows its path (traces are trees by it).
     pub fn enter(&self, function: Arc<str>) -> Context {
+        if self.top.keep.load(Ordering::Relaxed) && self.top.keep.swap(false, Ordering::AcqRel) {
+            return self.clone();
+        }
         if telemetry::active() {
             return self.enter_traced(function);
         }
@@ -129,6 +137,7 @@ impl Context {
                 function: Some(function),
                 entries: Mutex::default(),
                 span: None,
+                keep: AtomicBool::new(false),
             }),
         }
     }
@@ -142,6 +151,7 @@ impl Context {
             function: Some(function),
             entries: Mutex::default(),
             span,
+            keep: AtomicBool::new(false),
         });
         OPEN.with(|open| open.borrow_mut().push(Arc::downgrade(&top)));
         Context { top }
@@ -202,6 +212,14 @@ impl Context {
                 untrusted: untrusted.map(str::to_owned),
             },
         });
+    }
+
+    /// Makes the next function called with this context work in this context's own
+    /// frame instead of a new one: what it injects stays when it returns. A session
+    /// that keeps a conversation (`sapc acp`) calls `main` so; the functions `main`
+    /// calls get their own frames as always.
+    pub fn keep_next_call(&self) {
+        self.top.keep.store(true, Ordering::Release);
     }
 
     /// How many entries the top frame holds.
