@@ -42,9 +42,12 @@ MAY_USE = {
     },
     # The Python package `saplang`: another front end over `session`.
     "python": {"session", "codegen-jit", "runtime", "llm", "ir", "syntax"},
+    # The editor's agent (`sapc acp`): another front end over `session`; it shows the
+    # run's calls (`runtime::observe`) and is the standard tools' client (`tools`).
+    "acp": {"session", "codegen-jit", "runtime", "tools", "ir"},
     "sapc": {
         "syntax", "builtins", "hir", "ir", "lower", "llm", "runtime", "tools", "journal",
-        "codegen-jit", "lsp", "session",
+        "codegen-jit", "lsp", "session", "acp",
     },
 }
 # Tests may also use these: `runtime`'s and `codegen-jit`'s tests drive real providers

@@ -430,3 +430,20 @@ def test_acpx_drives_a_session_across_restarts(model: ModelServer, tmp_path: Pat
     assert denied.returncode != 0 and not target.exists()
     allowed = acpx("--approve-all", "--format", "quiet", "exec", f"write {target} yes")
     assert allowed.returncode == 0 and target.read_text() == "yes", allowed.stderr
+
+
+@pytest.mark.skipif(not ACPX, reason="acpx is not installed (tools/acp/setup.sh)")
+def test_the_reviewer_example_answers_acpx_from_its_transcript(tmp_path: Path) -> None:
+    # The command docs/ACP.md shows, from the repository's root, offline.
+    root = HERE.parents[3]
+    agent = (
+        f"{SAPC} acp examples/acp/reviewer.sap --replay examples/acp/reviewer.transcript.jsonl"
+        " --allow-read=examples"
+    )
+    out = subprocess.run(
+        [ACPX, "--agent", agent, "--format", "quiet", "exec", "review examples/code_analysis.sap"],
+        capture_output=True, text=True, timeout=120, cwd=root,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Verdict: " in out.stdout and "code_analysis" in out.stdout, out.stdout
