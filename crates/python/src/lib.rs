@@ -19,6 +19,7 @@ use codegen_jit::{BigStacks, ExecError, Host, Tokio};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use runtime::ErrorKind;
+use runtime::observe::Cancel;
 use serde_json::{Map, Value as JsonValue};
 use session::{CallError, Failure, Function, JournalPolicy, Loaded, Options};
 
@@ -66,10 +67,11 @@ fn close(py: Python<'_>) {
 }
 
 /// Waits for a call's outcome with the GIL released, looking at Python's signals every
-/// 50 ms: Ctrl-C raises `KeyboardInterrupt` here at once. (The call itself runs to its
-/// end on its thread, its outcome dropped: sap has no way yet to stop a call midway.)
-fn wait_for(py: Python<'_>, mut rx: Receiver<Outcome>) -> PyResult<Outcome> {
+/// 50 ms: Ctrl-C raises `KeyboardInterrupt` here at once and cancels the call, which
+/// stops at the model or tool call it waits for.
+fn wait_for(py: Python<'_>, call: Started) -> PyResult<Outcome> {
     use std::sync::mpsc::RecvTimeoutError;
+    let Started { mut rx, cancel } = call;
     loop {
         let (got, back) = py.detach(move || {
             let got = rx.recv_timeout(std::time::Duration::from_millis(50));
@@ -78,7 +80,12 @@ fn wait_for(py: Python<'_>, mut rx: Receiver<Outcome>) -> PyResult<Outcome> {
         rx = back;
         match got {
             Ok(outcome) => return Ok(outcome),
-            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(interrupted) = py.check_signals() {
+                    cancel.cancel();
+                    return Err(interrupted);
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(raise(
                     py,
@@ -88,6 +95,12 @@ fn wait_for(py: Python<'_>, mut rx: Receiver<Outcome>) -> PyResult<Outcome> {
             }
         }
     }
+}
+
+/// A call started on one of the program's threads: its outcome to come, and its cancel.
+struct Started {
+    rx: Receiver<Outcome>,
+    cancel: Cancel,
 }
 
 /// What a call gives back before Python sees it.
@@ -145,6 +158,7 @@ impl PyContext {
 struct Pending {
     shared: Arc<Shared>,
     outcome: std::sync::Mutex<Option<Receiver<Outcome>>>,
+    cancel: Cancel,
 }
 
 #[pymethods]
@@ -165,6 +179,12 @@ impl Pending {
                 "the call ended without an outcome (a panic)",
             )),
         }
+    }
+
+    /// Cancels the call: it stops at the model or tool call it waits for, and `wait`
+    /// raises `SapRuntimeError` (asyncio's `acall` does this when its task is cancelled).
+    fn cancel(&self) {
+        self.cancel.cancel();
     }
 }
 
@@ -203,9 +223,11 @@ impl Program {
         arguments: &Bound<'_, PyDict>,
         context: Option<&Bound<'_, PyContext>>,
     ) -> PyResult<Pending> {
+        let started = self.start(py, name, arguments, context)?;
         Ok(Pending {
             shared: self.shared.clone(),
-            outcome: std::sync::Mutex::new(Some(self.start(py, name, arguments, context)?)),
+            outcome: std::sync::Mutex::new(Some(started.rx)),
+            cancel: started.cancel,
         })
     }
 
@@ -244,7 +266,7 @@ impl Program {
         name: &str,
         arguments: &Bound<'_, PyDict>,
         context: Option<&Bound<'_, PyContext>>,
-    ) -> PyResult<Receiver<Outcome>> {
+    ) -> PyResult<Started> {
         let function = self.function(py, name)?.clone();
         let arguments = match python_to_json(arguments.as_any())? {
             JsonValue::Object(map) => map,
@@ -253,14 +275,21 @@ impl Program {
         let context = context.map(|c| c.get().inner.clone());
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let shared = self.shared.clone();
+        let cancel = Cancel::new();
+        let own = cancel.clone();
         self.shared.threads.run(Box::new(move || {
-            let outcome = shared
-                .loaded
-                .call_on_this_thread(&shared.host, &function, &arguments, context.as_ref())
-                .map(|value| value.to_json());
+            let outcome = runtime::observe::with_call_cancel(Some(own), || {
+                shared.loaded.call_on_this_thread(
+                    &shared.host,
+                    &function,
+                    &arguments,
+                    context.as_ref(),
+                )
+            })
+            .map(|value| value.to_json());
             let _ = tx.send(outcome);
         }));
-        Ok(rx)
+        Ok(Started { rx, cancel })
     }
 
     fn function(&self, py: Python<'_>, name: &str) -> PyResult<&Function> {
@@ -461,6 +490,7 @@ fn raise(py: Python<'_>, class: &str, message: &str) -> PyErr {
 fn run_error(py: Python<'_>, loaded: &Loaded, e: &ExecError) -> PyErr {
     let class = match e.kind {
         Some(ErrorKind::Budget) => "SapBudgetError",
+        Some(ErrorKind::Cancelled) => "SapCancelledError",
         Some(
             ErrorKind::Provider
             | ErrorKind::InvalidAnswer

@@ -301,23 +301,53 @@ def test_the_example_script_runs_replayed_and_passes_mypy_strict(tmp_path: Path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_ctrl_c_interrupts_a_waiting_call_at_once() -> None:
+def test_ctrl_c_interrupts_a_waiting_call_at_once_and_cancels_it() -> None:
     import _thread
     import signal
 
     # A process started in the background by a non-interactive shell ignores SIGINT; the
     # test wants Python's own handler, as a terminal has it.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    server = ModelServer(delay=5.0)
+    # `main` asks the model twice, one after the other: a call that ran on would make
+    # the second request once the first answer came.
+    server = ModelServer(delay=1.0)
     try:
         program = saplang.load(EXAMPLES / "code_analysis.sap", **server.options())
         threading.Timer(0.3, _thread.interrupt_main).start()
         started = time.perf_counter()
         with pytest.raises(KeyboardInterrupt):
-            program.call("analyze_code", code="x")
-        assert time.perf_counter() - started < 2.0
+            program.call("main")
+        assert time.perf_counter() - started < 1.0
+        time.sleep(2.0)
+        assert server.requests == 1
     finally:
         signal.signal(signal.SIGINT, previous)
+        server.close()
+
+
+def test_cancelling_an_acall_cancels_its_call_and_not_the_others() -> None:
+    server = ModelServer(delay=1.0)
+    try:
+        program = saplang.load(EXAMPLES / "code_analysis.sap", **server.options())
+
+        async def go() -> None:
+            doomed = asyncio.create_task(program.acall("main"))
+            other = asyncio.create_task(program.acall("analyze_code", code="x"))
+            await asyncio.sleep(0.3)
+            doomed.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await doomed
+            assert (await other)["severity"] in ("Low", "Medium", "High")
+
+        asyncio.run(go())
+        time.sleep(2.0)
+        # `main`'s first request and `analyze_code`'s: `main` never asked its second.
+        assert server.requests == 2
+        native = program._native.submit("main", {})
+        native.cancel()
+        with pytest.raises(saplang.SapCancelledError):
+            native.wait()
+    finally:
         server.close()
 
 

@@ -9,6 +9,7 @@
 //! waits for (the call in flight is dropped: its HTTP request closed, its process
 //! killed, its MCP server told), with an error of kind `Cancelled`.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value as JsonValue;
@@ -87,6 +88,32 @@ pub trait Observer: Send + Sync {
     /// A checked plan about to run: each atom's id and a one-line description.
     fn plan(&self, _atoms: &[(i64, String)]) {}
     fn atom(&self, _id: i64, _status: AtomStatus) {}
+}
+
+thread_local! {
+    /// The cancel of the call this thread of control runs, when its caller gave one
+    /// ([`with_call_cancel`]); a fan-out's tasks carry their caller's (`tasks`).
+    static CALL_CANCEL: RefCell<Option<Cancel>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (a call of a program's function) with `cancel` as the call's own: the host
+/// stops the call when it is cancelled, whichever thread its iterations run on — one
+/// call among several a host runs at once (a Python program's).
+pub fn with_call_cancel<T>(cancel: Option<Cancel>, f: impl FnOnce() -> T) -> T {
+    let before = CALL_CANCEL.with(|c| c.replace(cancel));
+    let out = f();
+    CALL_CANCEL.with(|c| *c.borrow_mut() = before);
+    out
+}
+
+/// The cancel of the call this thread of control runs, if it has one.
+pub fn call_cancel() -> Option<Cancel> {
+    CALL_CANCEL.with(|c| c.borrow().clone())
+}
+
+/// Exchanges this thread's call cancel with `saved` (a suspended task's, kept aside).
+pub fn swap_call_cancel(saved: &mut Option<Cancel>) {
+    CALL_CANCEL.with(|c| std::mem::swap(&mut *c.borrow_mut(), saved));
 }
 
 /// A new id for a tool or model call.

@@ -231,6 +231,7 @@ struct Slot<T> {
 struct Locals {
     order: order::Saved,
     open: context::OpenFrames,
+    cancel: Option<crate::observe::Cancel>,
 }
 
 impl Locals {
@@ -238,6 +239,7 @@ impl Locals {
     fn swap(&mut self) {
         order::swap(&mut self.order);
         context::swap_open(&mut self.open);
+        crate::observe::swap_call_cancel(&mut self.cancel);
     }
 }
 
@@ -247,6 +249,8 @@ struct Shared<'f, T, F, G> {
     next: AtomicUsize,
     stop: AtomicBool,
     fan_out: order::Position,
+    /// The caller's call cancel, which every iteration carries.
+    cancel: Option<crate::observe::Cancel>,
     f: &'f F,
     failed: &'f G,
     results: Mutex<Vec<Option<T>>>,
@@ -266,6 +270,7 @@ where
         stop: AtomicBool::new(false),
         // The iterations' model calls are numbered under this fan-out, by index.
         fan_out: order::fan_out(),
+        cancel: crate::observe::call_cancel(),
         f: &f,
         failed: &failed,
         results: Mutex::new((0..n).map(|_| None).collect()),
@@ -425,7 +430,9 @@ where
 {
     let f = shared.f;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        order::within(&shared.fan_out, i as u32, || f(i))
+        crate::observe::with_call_cancel(shared.cancel.clone(), || {
+            order::within(&shared.fan_out, i as u32, || f(i))
+        })
     }))
     .ok()
 }

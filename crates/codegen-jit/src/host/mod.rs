@@ -485,17 +485,33 @@ impl Host {
         span: Option<SrcSpan>,
     ) -> Result<F::Output, ExecError> {
         let tokio = self.tokio.handle().map_err(|e| ExecError::new(e, span))?;
-        let Some(cancel) = &self.cancel else {
+        // The host's cancel (an editor's turn) and the call's own (one of a Python
+        // program's calls), either of which stops the call.
+        let call = runtime::observe::call_cancel();
+        if self.cancel.is_none() && call.is_none() {
             return Ok(runtime::tasks::block_on(tokio, Box::pin(f)));
-        };
-        if cancel.is_cancelled() {
+        }
+        let host = self.cancel.clone();
+        if host.iter().chain(&call).any(Cancel::is_cancelled) {
             return Err(cancelled(span));
         }
-        let cancel = cancel.clone();
         let raced = async move {
+            let host = async {
+                match &host {
+                    Some(c) => c.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let call = async {
+                match &call {
+                    Some(c) => c.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => None,
+                () = host => None,
+                () = call => None,
                 out = f => Some(out),
             }
         };

@@ -28,6 +28,7 @@ from . import _native
 from ._errors import (
     SapArgumentError,
     SapBudgetError,
+    SapCancelledError,
     SapCheckError,
     SapError,
     SapModelError,
@@ -39,6 +40,7 @@ __all__ = [
     "Program",
     "SapArgumentError",
     "SapBudgetError",
+    "SapCancelledError",
     "SapCheckError",
     "SapError",
     "SapModelError",
@@ -126,7 +128,12 @@ class Program:
         """`acall`, with the arguments as a mapping."""
         given, context = _split(arguments)
         pending = self._native.submit(name, given, context)
-        return await asyncio.get_running_loop().run_in_executor(_waiters, pending.wait)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(_waiters, pending.wait)
+        except asyncio.CancelledError:
+            # The task awaiting the call was cancelled: so is the call.
+            pending.cancel()
+            raise
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in self._native.function_names():

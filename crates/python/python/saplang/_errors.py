@@ -39,3 +39,8 @@ class SapBudgetError(SapRuntimeError):
 
 class SapModelError(SapRuntimeError):
     """The model could not be reached, refused, or never gave an answer of the type."""
+
+
+class SapCancelledError(SapRuntimeError):
+    """The call was cancelled (Ctrl-C, `Pending.cancel`, or asyncio cancelling the task
+    that awaited it): it stopped at the model or tool call it waited for."""

@@ -11,6 +11,7 @@ class Context:
 
 class Pending:
     def wait(self) -> Any: ...
+    def cancel(self) -> None: ...
 
 class Program:
     def call_json(
