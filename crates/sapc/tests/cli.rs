@@ -26,16 +26,21 @@ fn examples_check_clean() {
     let out = sapc(&["check", root().join("examples").to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let count = std::fs::read_dir(root().join("examples"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "sap")
-        })
-        .count();
+    // `check` searches the folder recursively (`examples/acp/` has an agent).
+    fn count_sap(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| {
+                if p.is_dir() {
+                    count_sap(&p)
+                } else {
+                    usize::from(p.extension().is_some_and(|x| x == "sap"))
+                }
+            })
+            .sum()
+    }
+    let count = count_sap(&root().join("examples"));
     assert!(count >= 14);
     assert!(
         stderr.contains(&format!("checked {count} files")),
