@@ -165,6 +165,28 @@ pub fn serve(file: &Path, options: Options) -> u8 {
             return ERRORS;
         }
     };
+    if runtime::telemetry::wanted(options.otlp.as_deref()) {
+        let _entered = tokio.handle().enter();
+        let installed = runtime::telemetry::install(runtime::telemetry::OtlpConfig {
+            endpoint: options.otlp.clone(),
+            program: file.display().to_string(),
+            tokio: tokio.handle().clone(),
+        });
+        if let Err(e) = installed {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    }
+    // The options are checked once before serving (a provider that cannot be made, a
+    // grant of a folder that does not exist): a prompt would fail on each.
+    if let Err(e) = loaded.host(
+        &options,
+        &Tokio::Running(tokio.handle().clone()),
+        Instant::now(),
+    ) {
+        eprintln!("error: {e}");
+        return ERRORS;
+    }
     let server = Arc::new(Server {
         file: file.to_owned(),
         options,
@@ -199,6 +221,7 @@ pub fn serve(file: &Path, options: Options) -> u8 {
             cancel.cancel();
         }
     }
+    runtime::telemetry::shutdown(None);
     tokio.shutdown_timeout(std::time::Duration::from_millis(200));
     match served {
         Ok(()) => OK,

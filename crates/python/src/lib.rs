@@ -53,11 +53,39 @@ fn attached<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     outcome
 }
 
+/// The runtime OpenTelemetry's exporter sends on, for the whole process (programs come
+/// and go; the export stays).
+static EXPORTING: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+
+/// Starts exporting spans over OTLP when `otlp=` (or the `OTEL_EXPORTER_OTLP_*`
+/// environment variables) asks for it, once per process: the first program loaded so
+/// names the resource.
+fn export_spans(py: Python<'_>, options: &Options, path: &std::path::Path) -> PyResult<()> {
+    if EXPORTING.get().is_some() || !runtime::telemetry::wanted(options.otlp.as_deref()) {
+        return Ok(());
+    }
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| raise(py, "SapError", &format!("cannot start the runtime: {e}")))?;
+    let handle = tokio.handle().clone();
+    let _ = EXPORTING.set(tokio);
+    let _entered = handle.enter();
+    runtime::telemetry::install(runtime::telemetry::OtlpConfig {
+        endpoint: options.otlp.clone(),
+        program: path.display().to_string(),
+        tokio: handle.clone(),
+    })
+    .map_err(|e| raise(py, "SapError", &e))
+}
+
 /// Called at exit (`atexit`): no thread of ours enters Python from now on, and those
-/// inside have left when it returns (or after five seconds).
+/// inside have left when it returns (or after five seconds); spans left are exported.
 #[pyfunction]
 fn close(py: Python<'_>) {
     py.detach(|| {
+        runtime::telemetry::shutdown(None);
         CLOSING.store(true, Ordering::SeqCst);
         let started = Instant::now();
         while IN_PYTHON.load(Ordering::SeqCst) > 0 && started.elapsed().as_secs() < 5 {
@@ -314,6 +342,7 @@ fn load(
     externs: &Bound<'_, PyDict>,
 ) -> PyResult<Program> {
     let options = run_options(options)?;
+    export_spans(py, &options, &path)?;
     let mut callables: Vec<(String, Arc<Py<PyAny>>)> = Vec::new();
     for (name, callable) in externs.iter() {
         if !callable.is_callable() {

@@ -92,6 +92,18 @@ pub struct OtlpConfig {
     pub tokio: tokio::runtime::Handle,
 }
 
+/// Whether spans are to be exported: an endpoint was given (`--otlp`), or the
+/// `OTEL_EXPORTER_OTLP_*` environment variables name one.
+pub fn wanted(endpoint: Option<&str>) -> bool {
+    endpoint.is_some()
+        || [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|u| !u.is_empty()))
+}
+
 /// Starts exporting for this process. Fails on a malformed endpoint; a collector that
 /// cannot be reached is reported by the SDK when it exports, and never stops the run.
 pub fn install(config: OtlpConfig) -> Result<(), String> {

@@ -46,14 +46,7 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .enable_all()
             .build()
     });
-    let exporting = args.otlp.is_some()
-        || [
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        ]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|u| !u.is_empty()));
-    if exporting {
+    if runtime::telemetry::wanted(args.otlp.as_deref()) {
         let handle = tokio.handle()?;
         let _guard = handle.enter();
         runtime::telemetry::install(runtime::telemetry::OtlpConfig {

@@ -186,3 +186,72 @@ fn a_collector_that_is_not_there_does_not_stop_the_run() {
         "must be an http:// or https:// URL",
     );
 }
+
+#[test]
+fn an_editor_agent_exports_its_turns_tool_calls() {
+    use std::io::Write;
+    let receiver = Receiver::start("acp");
+    let program = examples().join("../crates/sapc/tests/acp/chat.sap");
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_sapc"))
+        .args(["acp", program.to_str().unwrap(), "--allow-run=true"])
+        // A provider that is never called: `wait 0` asks no model.
+        .args([
+            "--provider",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "x",
+        ])
+        .args(["--otlp", &receiver.url()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = agent.stdin.take().unwrap();
+    let mut output = BufReader::new(agent.stdout.take().unwrap());
+    let mut ask = |id: u64, method: &str, params: Value| -> Value {
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(input, "{request}").unwrap();
+        loop {
+            let mut line = String::new();
+            output.read_line(&mut line).unwrap();
+            let m: Value = serde_json::from_str(&line).unwrap();
+            if m["method"] == "session/request_permission" {
+                let no = serde_json::json!({"jsonrpc": "2.0", "id": m["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": "reject-once"}}});
+                writeln!(input, "{no}").unwrap();
+            }
+            if m["id"] == id && m.get("method").is_none() {
+                return m;
+            }
+        }
+    };
+    ask(0, "initialize", serde_json::json!({"protocolVersion": 1}));
+    let made = ask(
+        1,
+        "session/new",
+        serde_json::json!({"cwd": "/", "mcpServers": []}),
+    );
+    let session = made["result"]["sessionId"].clone();
+    let prompt =
+        serde_json::json!({"sessionId": session, "prompt": [{"type": "text", "text": "wait 0"}]});
+    // `wait 0` runs `process::run("sleep", …)`: not granted, and the user says no.
+    let answer = ask(2, "session/prompt", prompt);
+    assert!(
+        answer["error"]["data"]
+            .as_str()
+            .is_some_and(|e| e.contains("--allow-run=sleep") && e.contains("refused")),
+        "{answer}"
+    );
+    drop(input);
+    assert!(agent.wait().unwrap().success());
+    let spans = receiver.spans(2);
+    named(&spans, &format!("sap run {}", program.display()));
+    let tool = spans
+        .iter()
+        .find(|s| s["attributes"]["gen_ai.operation.name"] == "execute_tool")
+        .expect("the tool call's span");
+    assert_eq!(tool["attributes"]["sap.tool.source"], "std:process/run");
+}
