@@ -83,6 +83,10 @@ fn the_wheel_installs_into_a_fresh_environment_and_passes_its_tests() {
         "pytest",
         Command::new(venv.join("bin/python"))
             .current_dir(&root)
+            // The OTLP receiver of the sapc tests, on the MCP set-up's Python (which
+            // has OpenTelemetry's protobuf definitions).
+            .env("OTLP_PYTHON", test_support::mcp::python())
+            .env("OTLP_RECEIVER", root.join("tests/otlp/receiver.py"))
             .args([
                 "-m",
                 "pytest",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -378,3 +379,29 @@ def test_a_context_kept_by_python_is_what_the_model_sees_above_the_call(
     # The same, untyped and async.
     asyncio.run(agent.native.acall("analyze_code", ctx=context, code="y"))
     assert "in a hurry" in json.dumps(model.last)
+
+
+def test_otlp_exports_the_calls_spans(tmp_path: Path) -> None:
+    python, receiver = os.environ.get("OTLP_PYTHON"), os.environ.get("OTLP_RECEIVER")
+    if not (python and receiver and Path(python).exists()):
+        pytest.skip("no OTLP receiver (tools/mcp/setup.sh installs its Python)")
+    spans = tmp_path / "spans.jsonl"
+    collector = subprocess.Popen([python, receiver, str(spans)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert collector.stdout is not None
+        port = int(collector.stdout.readline())
+        program = saplang.load(
+            EXAMPLES / "calculator_extern.sap",
+            replay=str(EXAMPLES / "calculator_extern.transcript.jsonl"),
+            otlp=f"http://127.0.0.1:{port}",
+        )
+        program.call("main")
+        # The batch exporter sends within its five-second schedule.
+        for _ in range(200):
+            names = [json.loads(line)["name"] for line in spans.read_text().splitlines()] if spans.exists() else []
+            if "calculator_agent" in names:
+                break
+            time.sleep(0.05)
+        assert "calculator_agent" in names, names
+    finally:
+        collector.kill()
