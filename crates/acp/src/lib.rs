@@ -143,6 +143,17 @@ pub fn serve(file: &Path, options: Options) -> u8 {
             return USAGE;
         }
     };
+    // Standard input and output are the protocol's: no person can answer there.
+    let provider = options
+        .provider
+        .as_deref()
+        .or(loaded.config.provider.kind.as_deref());
+    if provider == Some("interactive") {
+        eprintln!(
+            "error: `sapc acp` talks ACP on standard input and output: the `interactive` provider cannot ask there"
+        );
+        return USAGE;
+    }
     let mut options = options;
     let journal = options.journal.take();
     if let Some(dir) = &journal
@@ -470,7 +481,9 @@ impl Server {
             let (host, _) = loaded
                 .host_for_client(&options, editor, &tokio, Instant::now())
                 .map_err(|e| e.to_string())?;
+            // Standard input is the protocol's: `input()` reads an empty line.
             let host = host
+                .with_input(Box::new(std::io::empty()))
                 .with_output(Box::new(printed))
                 .with_observer(shown)
                 .with_cancel(cancel);

@@ -160,7 +160,9 @@ pub fn restore(server: &Arc<Server>, id: &acp::SessionId) -> Result<Arc<Session>
         let (host, _) = loaded
             .host(&options, &server.tokio, Instant::now())
             .map_err(|e| failed(e.to_string()))?;
-        let host = host.with_output(Box::new(std::io::sink()));
+        let host = host
+            .with_input(Box::new(std::io::empty()))
+            .with_output(Box::new(std::io::sink()));
         let main = loaded
             .function(&host, "main")
             .ok_or_else(|| failed("the program has no `main`".to_owned()))?;

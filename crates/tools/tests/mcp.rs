@@ -58,6 +58,31 @@ fn a_call_that_times_out_is_cancelled_on_the_server() {
     });
 }
 
+/// A call whose future is dropped before the answer (a cancelled run: an editor's
+/// `session/cancel`, Ctrl-C in Python) is cancelled on the server too.
+#[test]
+fn a_call_dropped_midway_is_cancelled_on_the_server() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = py_server(ServerConfig::default());
+    rt.block_on(async {
+        let mut args = Map::new();
+        args.insert("seconds".into(), json!(30.0));
+        let dropped =
+            tokio::time::timeout(Duration::from_millis(1500), server.call("slow", args, None))
+                .await;
+        assert!(dropped.is_err(), "the slow call answered: {dropped:?}");
+        let mut seen = String::new();
+        for _ in 0..50 {
+            seen = text(&server.call("events", Map::new(), None).await.unwrap());
+            if seen.contains("cancelled slow") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(seen, "cancelled slow");
+    });
+}
+
 /// A server of a few lines of Python that speaks just enough of the protocol: it answers
 /// `initialize`, and each other request by `answer(method, params)` (None: no answer).
 fn fake_server(name: &str, answer: &str, timeout: f64) -> (McpServer, test_support::Scratch) {

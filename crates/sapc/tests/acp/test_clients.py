@@ -47,6 +47,13 @@ def scripted(body: dict[str, Any], schema: dict[str, Any]) -> Any:
     text = json.dumps(body.get("messages", []))
     if "take your time" in text:
         time.sleep(SLOW)
+    if "atoms" in schema.get("properties", {}):
+        return {"atoms": [
+            {"id": 1, "kind": "tool", "name": "add", "input": {"a": 15, "b": 7}, "dependsOn": []},
+            {"id": 2, "kind": "tool", "name": "multiply", "input": {"a": "<result_of_1>", "b": 3},
+             "dependsOn": [1]},
+            {"id": 3, "kind": "final", "name": "report", "dependsOn": [2]},
+        ]}
     names = re.findall(r"my name is (\w+)", text)
     answer = f"Your name is {names[-1]}." if names else "I do not know your name."
     props = schema.get("properties", {})
@@ -173,6 +180,26 @@ def test_a_second_answer_depends_on_the_first(model: ModelServer) -> None:
         client.updates.clear()
         await agent.prompt(other, "what is my name?")
         assert "I do not know your name." in client.messages()
+        await manager.__aexit__(None, None, None)
+
+    run(go())
+
+
+def test_a_plan_is_shown_and_its_entries_move_as_atoms_run(model: ModelServer) -> None:
+    async def go() -> None:
+        client = Client()
+        manager, agent = await start(HERE / "planner.sap", client, *flags(model))
+        sid = await agent.session()
+        assert await agent.prompt(sid, "Add 15 and 7, then multiply by 3.") == "end_turn"
+        assert "answer: 66" in client.messages()
+        plans = [u.entries for u in client.updates if u.session_update == "plan"]
+        first, last = plans[0], plans[-1]
+        assert [e.status for e in first] == ["pending"] * 3
+        assert "add" in first[0].content and "multiply" in first[1].content
+        assert [e.status for e in last] == ["completed"] * 3
+        assert any(e.status == "in_progress" for plan in plans for e in plan)
+        tools = [u.title for u in client.updates if u.session_update == "tool_call"]
+        assert len(tools) == 2 and tools[0].startswith("add") and tools[1].startswith("multiply")
         await manager.__aexit__(None, None, None)
 
     run(go())
@@ -360,7 +387,11 @@ def test_a_session_is_loaded_after_a_restart(model: ModelServer, tmp_path: Path)
     run(go())
 
 
-def test_a_program_of_another_shape_is_refused_before_serving(tmp_path: Path) -> None:
+def test_a_program_of_another_shape_or_without_a_provider_is_refused_before_serving(
+    tmp_path: Path,
+) -> None:
+    out = subprocess.run([SAPC, "acp", str(HERE / "chat.sap")], capture_output=True, text=True, input="", timeout=30)
+    assert out.returncode == 1 and "no LLM provider" in out.stderr and out.stdout == ""
     wrong = tmp_path / "wrong.sap"
     wrong.write_text('fn main() -> () { print("hi") }\n')
     out = subprocess.run([SAPC, "acp", str(wrong)], capture_output=True, text=True, input="", timeout=30)
@@ -372,9 +403,11 @@ def test_a_program_of_another_shape_is_refused_before_serving(tmp_path: Path) ->
     assert out.returncode == 1 and "broken.sap" in out.stderr and out.stdout == ""
 
 
-def test_malformed_input_and_a_second_initialize_are_errors_and_eof_ends_it() -> None:
+def test_malformed_input_and_a_second_initialize_are_errors_and_eof_ends_it(
+    model: ModelServer,
+) -> None:
     agent = subprocess.Popen(
-        [SAPC, "acp", str(HERE / "chat.sap")],
+        [SAPC, "acp", str(HERE / "chat.sap"), *flags(model)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     assert agent.stdin and agent.stdout
@@ -397,6 +430,38 @@ def test_malformed_input_and_a_second_initialize_are_errors_and_eof_ends_it() ->
     agent.stdin.close()
     assert agent.wait(timeout=10) == 0
     assert agent.stdout.read() == ""
+
+
+def test_a_client_that_leaves_mid_turn_ends_the_agent(model: ModelServer) -> None:
+    agent = subprocess.Popen(
+        [SAPC, "acp", str(HERE / "chat.sap"), *flags(model)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert agent.stdin and agent.stdout
+
+    def send(message: dict[str, Any]) -> None:
+        assert agent.stdin
+        agent.stdin.write(json.dumps(message) + "\n")
+        agent.stdin.flush()
+
+    def answer(id_: int) -> dict[str, Any]:
+        assert agent.stdout
+        while True:
+            m = json.loads(agent.stdout.readline())
+            if m.get("id") == id_ and "method" not in m:
+                return m
+
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    answer(0)
+    send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
+    sid = answer(1)["result"]["sessionId"]
+    send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+          "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "take your time"}]}})
+    time.sleep(0.5)
+    started = time.monotonic()
+    agent.stdin.close()
+    assert agent.wait(timeout=10) == 0
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.skipif(not ACPX, reason="acpx is not installed (tools/acp/setup.sh)")
