@@ -292,6 +292,31 @@ def test_cancel_stops_a_model_call_and_a_process_and_the_session_goes_on(
     run(go())
 
 
+def test_a_cancelled_prompt_sent_again_resumes_from_its_journal(
+    model: ModelServer, tmp_path: Path
+) -> None:
+    async def go() -> None:
+        client = Client()
+        manager, agent = await start(
+            HERE / "chat.sap", client,
+            *flags(model, "--allow-run=sleep", "--journal", str(tmp_path / "sessions")),
+        )
+        sid = await agent.session()
+        turn = asyncio.create_task(agent.prompt(sid, "reply then wait 2"))
+        await asyncio.sleep(1.0)
+        await agent.conn.cancel(session_id=sid)
+        assert await turn == "cancelled"
+        asked = model.requests
+        assert asked == 1
+        # The same prompt again: the model call that completed before the cancel is
+        # answered from the turn's journal, and the rest runs.
+        assert await agent.prompt(sid, "reply then wait 2") == "end_turn"
+        assert model.requests == asked
+        await manager.__aexit__(None, None, None)
+
+    run(go())
+
+
 def test_a_second_prompt_while_one_runs_is_refused(model: ModelServer) -> None:
     async def go() -> None:
         client = Client()
