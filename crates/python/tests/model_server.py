@@ -72,7 +72,9 @@ class ModelServer:
                 if body.get("stream"):
                     chunk = {"choices": [{"index": 0, "delta": {"content": content}}]}
                     end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-                    data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n"
+                    usage = {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+                    data = "".join(f"data: {json.dumps(c)}\n\n" for c in (chunk, end, usage))
+                    data += "data: [DONE]\n\n"
                     kind = "text/event-stream"
                 else:
                     data = json.dumps({

@@ -317,6 +317,19 @@ def test_a_cancelled_prompt_sent_again_resumes_from_its_journal(
     run(go())
 
 
+def test_a_budget_that_runs_out_ends_the_prompt_with_its_stop_reason(model: ModelServer) -> None:
+    async def go() -> None:
+        for budget, stop in (("--max-calls=0", "max_turn_requests"), ("--max-tokens=1", "max_tokens")):
+            client = Client()
+            manager, agent = await start(HERE / "chat.sap", client, *flags(model, budget))
+            sid = await agent.session()
+            assert await agent.prompt(sid, "my name is Ada") == stop
+            assert "budget" in client.messages()
+            await manager.__aexit__(None, None, None)
+
+    run(go())
+
+
 def test_a_second_prompt_while_one_runs_is_refused(model: ModelServer) -> None:
     async def go() -> None:
         client = Client()
