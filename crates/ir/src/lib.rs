@@ -554,6 +554,9 @@ pub enum Binding {
     Mcp { server: String, tool: String },
     /// A standard tool behind a grant (`fs`, `http`, `process`).
     Std { module: String, tool: String },
+    /// A function of the Python application that loads the program (`saplang`): the
+    /// host serves it, and its results are untrusted.
+    Python { function: String },
 }
 
 impl Binding {
@@ -562,6 +565,7 @@ impl Binding {
         match self {
             Binding::Mcp { server, tool } => format!("mcp:{server}/{tool}"),
             Binding::Std { module, tool } => format!("std:{module}/{tool}"),
+            Binding::Python { function } => format!("python:{function}"),
         }
     }
 }

@@ -362,7 +362,10 @@ fn load(
                     .module
                     .externs
                     .iter()
-                    .find(|e| e.name == name && e.binding.is_none())
+                    .find(|e| {
+                        e.name == name
+                            && matches!(e.binding, None | Some(ir::Binding::Python { .. }))
+                    })
                     .ok_or_else(|| {
                         Failure::Error(format!(
                             "externs: the program declares no `extern fn {name}` for a Python \

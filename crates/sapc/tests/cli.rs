@@ -240,3 +240,21 @@ fn human_and_json_columns_count_characters() {
     let stderr = String::from_utf8_lossy(&human.stderr);
     assert!(stderr.contains("columns.sap:2:34]"), "{stderr}");
 }
+
+#[test]
+fn a_python_function_is_not_served_by_sapc_run_and_it_says_who_serves_it() {
+    let dir = temp_dir("python-extern");
+    let file = dir.join("mail.sap");
+    std::fs::write(
+        &file,
+        "extern \"python\" fn read_mail(id: i64) -> String;\nfn main() { print(read_mail(1)) }\n",
+    )
+    .unwrap();
+    let out = sapc(&["run", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("served by the Python application") && stderr.contains("mail.sap:1"),
+        "{stderr}"
+    );
+}

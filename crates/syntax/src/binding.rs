@@ -5,6 +5,8 @@
 //!   (`extern "mcp:everything/get-sum" fn get_sum(…)`).
 //! - `std:MODULE/TOOL` — a standard tool behind a grant (`fs`, `http`, `process`); the
 //!   prelude modules declare these.
+//! - `python` — a function of the Python application that loads the program (`saplang`,
+//!   `externs={…}`): outside the program, so its results are untrusted like a tool's.
 
 use std::fmt;
 
@@ -18,13 +20,20 @@ pub enum ExternBinding {
         module: String,
         tool: String,
     },
+    /// Served by the Python application that loads the program.
+    Python,
 }
 
 impl ExternBinding {
     /// Reads a binding string; the error says what a binding looks like.
     pub fn parse(text: &str) -> Result<ExternBinding, String> {
+        if text == "python" {
+            return Ok(ExternBinding::Python);
+        }
         let (kind, rest) = text.split_once(':').ok_or_else(|| {
-            format!("`{text}` is not a binding: write `mcp:SERVER` or `mcp:SERVER/TOOL`")
+            format!(
+                "`{text}` is not a binding: write `mcp:SERVER`, `mcp:SERVER/TOOL`, `std:MODULE/TOOL` or `python`"
+            )
         })?;
         let (first, tool) = match rest.split_once('/') {
             Some((first, tool)) => (first, Some(tool)),
@@ -58,7 +67,7 @@ impl ExternBinding {
                 None => Err("a standard tool is written `std:MODULE/TOOL`".to_owned()),
             },
             other => Err(format!(
-                "`{other}:` is not a kind of extern: the kinds are `mcp:` (an MCP server of sap.toml) and `std:` (a standard tool)"
+                "`{other}:` is not a kind of extern: the kinds are `mcp:` (an MCP server of sap.toml), `std:` (a standard tool) and `python` (a function of the Python application)"
             )),
         }
     }
@@ -68,6 +77,7 @@ impl ExternBinding {
         match self {
             ExternBinding::Mcp { tool, .. } => tool.as_deref().unwrap_or(declared),
             ExternBinding::Std { tool, .. } => tool,
+            ExternBinding::Python => declared,
         }
     }
 }
@@ -81,6 +91,7 @@ impl fmt::Display for ExternBinding {
                 tool: Some(tool),
             } => write!(f, "mcp:{server}/{tool}"),
             ExternBinding::Std { module, tool } => write!(f, "std:{module}/{tool}"),
+            ExternBinding::Python => f.write_str("python"),
         }
     }
 }
@@ -91,7 +102,12 @@ mod tests {
 
     #[test]
     fn bindings_read_and_print_back() {
-        for text in ["mcp:everything", "mcp:everything/get-sum", "std:fs/read"] {
+        for text in [
+            "mcp:everything",
+            "mcp:everything/get-sum",
+            "std:fs/read",
+            "python",
+        ] {
             assert_eq!(ExternBinding::parse(text).unwrap().to_string(), text);
         }
         let b = ExternBinding::parse("mcp:notes").unwrap();

@@ -84,8 +84,10 @@ impl Externs {
 
     /// Checks the module's extern declarations against what is registered.
     pub fn check(&self, module: &Module) -> Result<(), ExecError> {
-        // A bound extern's tool is found when it is first called.
-        for e in module.externs.iter().filter(|e| e.binding.is_none()) {
+        // A bound extern's tool is found when it is first called; a Python function is
+        // the host's, like an unbound extern.
+        let served = |e: &&ir::Extern| matches!(e.binding, None | Some(ir::Binding::Python { .. }));
+        for e in module.externs.iter().filter(served) {
             let at = |message: String| ExecError::new(message, e.span);
             let params: Vec<Type> = e.params.iter().map(|p| p.ty.clone()).collect();
             if !self.functions.contains_key(&e.name)
@@ -104,6 +106,12 @@ impl Externs {
                 continue;
             }
             match self.functions.get(&e.name) {
+                None if e.binding.is_some() => {
+                    return Err(at(format!(
+                        "`extern \"python\" fn {}` is served by the Python application that loads the program (`saplang.load(…, externs={{\"{}\": …}})`), and this host is not one",
+                        e.name, e.name
+                    )));
+                }
                 None => {
                     return Err(at(format!(
                         "the program declares `extern fn {}`, but this host provides no extern of that name",

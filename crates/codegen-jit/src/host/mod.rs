@@ -215,7 +215,11 @@ impl Host {
             .externs
             .iter()
             .filter_map(|e| {
-                let binding = e.binding.clone()?;
+                // A Python function is the host's to serve, like any host extern.
+                let binding = e
+                    .binding
+                    .clone()
+                    .filter(|b| !matches!(b, ir::Binding::Python { .. }))?;
                 Some((
                     e.name.clone(),
                     BoundExtern {

@@ -182,6 +182,10 @@ impl Host {
             Binding::Std { module, tool } => {
                 self.wait(self.tools.call_std(module, tool, &bound.ret, args), span)?
             }
+            // Served by the host (`Host::new` leaves these out of `bound`).
+            Binding::Python { function } => Err(format!(
+                "`{function}` is served by the Python application, not by a tool"
+            )),
         };
         result.map_err(|e| ExecError::new(format!("`{name}` failed: {e}"), span))
     }

@@ -540,6 +540,9 @@ impl<'db> Analyzer<'db> {
                             Some(ExternBinding::Std { module, .. }) => {
                                 format!("`{module}::{gname}`")
                             }
+                            Some(ExternBinding::Python) => {
+                                format!("`{gname}` (a Python function)")
+                            }
                             None => format!("`{gname}`"),
                         };
                         p = vec![self.step(shown, e.span)];

@@ -162,7 +162,7 @@ pub fn has_sources_and_sinks(db: &dyn Db, workspace: Workspace) -> bool {
 /// fn`. The checker's sources, and the ones the run marks.
 pub fn returns_untrusted(sig: &Signature<'_>) -> bool {
     let source = match &sig.binding {
-        Some(ExternBinding::Mcp { .. }) => true,
+        Some(ExternBinding::Mcp { .. } | ExternBinding::Python) => true,
         Some(ExternBinding::Std { module, tool }) => matches!(
             (module.as_str(), tool.as_str()),
             ("fs", "read") | ("fs", "list") | ("http", _) | ("process", "run")

@@ -140,13 +140,16 @@ impl<'db> ModuleLower<'db> {
                                 module: module.clone(),
                                 tool: tool.clone(),
                             },
+                            ExternBinding::Python => Binding::Python {
+                                function: declared.clone(),
+                            },
                         });
                         // A bound extern is called by its server's name and its own, so
                         // two servers' tools of one name stay apart.
                         let name = match &binding {
                             Some(Binding::Mcp { server, .. }) => format!("{server}::{declared}"),
                             Some(Binding::Std { module, .. }) => format!("{module}::{declared}"),
-                            None => declared,
+                            Some(Binding::Python { .. }) | None => declared,
                         };
                         if let Some(b) = &binding {
                             self.origins.insert(item, b.origin());
