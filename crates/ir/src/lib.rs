@@ -542,6 +542,10 @@ pub struct Extern {
     /// extern fn`): the run marks it, and refuses it to a `trusted` parameter.
     #[serde(default)]
     pub untrusted: bool,
+    /// Declared `trusted extern fn`: its results are never marked untrusted, whoever
+    /// serves it.
+    #[serde(default)]
+    pub trusted: bool,
     /// The declaration, for errors about it (a host without it, another signature).
     #[serde(default)]
     pub span: Option<SrcSpan>,

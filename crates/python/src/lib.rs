@@ -381,6 +381,7 @@ fn load(
                 .build()
                 .map_err(|e| Failure::Error(format!("cannot start the runtime: {e}")))?;
             let handle: Tokio = tokio.handle().clone().into();
+            let served: Vec<String> = bound.iter().map(|(name, _)| name.clone()).collect();
             let add = |externs: &mut codegen_jit::Externs| {
                 for (name, f) in bound {
                     // The declaration is the signature: the function is Python's to honour,
@@ -388,7 +389,12 @@ fn load(
                     externs.register_with(&name, "a Python function", Arc::new(|_, _| true), f);
                 }
             };
-            let (host, _) = loaded.host_with(&options, add, &handle, started)?;
+            let (mut host, _) = loaded.host_with(&options, add, &handle, started)?;
+            // What a Python function returns comes from outside the program: labelled
+            // like a tool's result, untrusted unless declared `trusted extern fn`.
+            for name in &served {
+                host.mark_untrusted_results(name, &format!("python:{name}"));
+            }
             let functions = loaded
                 .module
                 .functions

@@ -321,9 +321,9 @@ impl Context {
 }
 
 /// Whether an origin label names a tool outside the program (what it returns is
-/// untrusted): `mcp:notes/read_text_file`, `std:fs/read`.
+/// untrusted): `mcp:notes/read_text_file`, `std:fs/read`, `python:get_mail`.
 pub fn is_tool_label(label: &str) -> bool {
-    label.starts_with("mcp:") || label.starts_with("std:")
+    label.starts_with("mcp:") || label.starts_with("std:") || label.starts_with("python:")
 }
 
 fn render_entry(entry: &Entry, out: &mut String) {

@@ -346,6 +346,21 @@ impl Host {
         self
     }
 
+    /// Marks what extern `name` returns as untrusted data from `label` (`python:get_mail`):
+    /// a front end that serves an extern from outside the program (a Python function)
+    /// labels it like a tool's, unless it is declared `trusted extern fn`.
+    pub fn mark_untrusted_results(&mut self, name: &str, label: &str) {
+        let trusted = self
+            .module
+            .externs
+            .iter()
+            .any(|e| e.name == name && e.trusted);
+        if !trusted {
+            self.untrusted_results
+                .insert(name.to_owned(), crate::heap::origin_id(label));
+        }
+    }
+
     /// The origin an extern's results are marked with when they are untrusted (that of
     /// `mcp:inbox/read_mail`, say).
     pub fn untrusted_result(&self, name: &str) -> Option<u32> {

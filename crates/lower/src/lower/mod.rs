@@ -163,6 +163,7 @@ impl<'db> ModuleLower<'db> {
                             binding,
                             idempotent: sig.idempotent,
                             untrusted: hir::provenance::returns_untrusted(sig),
+                            trusted: sig.trusted,
                             span: Some(SrcSpan {
                                 file: file_index as u32,
                                 start: item.offset(db) + item.ast(db).span.start,
