@@ -61,9 +61,8 @@ use llm::DECIDE_ASK;
 use llm::schema::{self, gbnf, shape, target};
 use llm::{BoxFuture, Finish, LlmRequest, LlmResponse, Provider, ProviderError, Usage};
 
-/// The most tokens the context holds: SmolLM2's training length, enough for the
-/// examples.
-const CONTEXT_TOKENS: u32 = 8192;
+/// The fewest cells a context may be capped at.
+const LEAST_CONTEXT: u32 = 512;
 /// Prompt tokens evaluated per batch.
 const BATCH: usize = 512;
 
@@ -96,7 +95,11 @@ pub struct LocalProvider {
 
 impl LocalProvider {
     /// Loads the model at `path` on a thread of its own; fails when it cannot be loaded.
-    pub fn load(path: &Path) -> Result<LocalProvider, String> {
+    /// Loads the GGUF model at `path`. Its context holds up to the model's training
+    /// length (Qwen2.5's 32,768, SmolLM2's 8,192), or `context` tokens when that is less
+    /// (`--context-tokens`, `context_tokens` in sap.toml): the cells are made as prompts
+    /// need them, so a long cap costs memory only when used.
+    pub fn load(path: &Path, context: Option<u32>) -> Result<LocalProvider, String> {
         if !path.is_file() {
             return Err(format!(
                 "no model at {}: pass `--model PATH.gguf` (tools/local-model/setup.sh fetches SmolLM2-135M-Instruct)",
@@ -110,7 +113,7 @@ impl LocalProvider {
         let file = path.to_owned();
         std::thread::Builder::new()
             .name("sap-local-model".to_owned())
-            .spawn(move || serve(&file, &queue, &ready))
+            .spawn(move || serve(&file, context, &queue, &ready))
             .map_err(|e| format!("cannot start the model's thread: {e}"))?;
         loaded
             .recv()
@@ -285,7 +288,12 @@ fn failed(message: impl Into<String>) -> ProviderError {
 
 /// The model's thread: loads it, then answers jobs in turn, keeping the tokens in the KV
 /// cache between them.
-fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Result<(), String>>) {
+fn serve(
+    path: &PathBuf,
+    context: Option<u32>,
+    queue: &mpsc::Receiver<Job>,
+    ready: &mpsc::Sender<Result<(), String>>,
+) {
     let loaded = (|| {
         let mut backend = LlamaBackend::init().map_err(|e| e.to_string())?;
         backend.void_logs();
@@ -306,7 +314,10 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
         model: &model,
         backend: &backend,
         threads,
-        most: CONTEXT_TOKENS.min(model.n_ctx_train().max(512)),
+        most: context
+            .unwrap_or(u32::MAX)
+            .min(model.n_ctx_train())
+            .max(LEAST_CONTEXT),
         kept: reuse.then(|| Kept::from_env(path, threads)).flatten(),
     };
     let mut ctx = match engine.context(FIRST_CONTEXT_TOKENS.min(engine.most)) {
@@ -334,7 +345,7 @@ fn serve(path: &PathBuf, queue: &mpsc::Receiver<Job>, ready: &mpsc::Sender<Resul
 
 /// Cells the KV cache starts with. Making a context clears all its cells: with 8192 it
 /// took about 100 ms of a one-call run, with 2048 about 30. When the cells are full,
-/// the context doubles (up to `CONTEXT_TOKENS`; the cache starts again) and the answer
+/// the context doubles (up to `Engine::most`; the cache starts again) and the answer
 /// is made again in it, rather than dropping a sequence.
 const FIRST_CONTEXT_TOKENS: u32 = 2048;
 
@@ -346,8 +357,8 @@ struct Engine<'m> {
     model: &'m LlamaModel,
     backend: &'m LlamaBackend,
     threads: i32,
-    /// The most cells a context gets: `CONTEXT_TOKENS`, or the model's training length
-    /// if shorter.
+    /// The most cells a context gets: the model's training length, or the cap the run
+    /// sets if shorter.
     most: u32,
     /// Where first prompts' keys and values are kept across runs, if anywhere.
     kept: Option<Kept>,
@@ -543,7 +554,7 @@ fn answer<'m>(
     let needed = tokens.len() + job.max_tokens as usize + 1;
     if needed > engine.most as usize {
         return Err(failed(format!(
-            "the prompt has {} tokens and the answer may need {} more: beyond the context window of {} tokens of the model {}",
+            "the prompt has {} tokens and the answer may need {} more: beyond the context window of {} tokens of the model {} (its training length, or the cap of --context-tokens / `context_tokens` in sap.toml)",
             tokens.len(),
             job.max_tokens,
             engine.most,

@@ -485,6 +485,7 @@ fn run_options(given: &Bound<'_, PyDict>) -> PyResult<Options> {
             "max_depth" => o.max_depth = Some(value.extract()?),
             "max_iterations" => o.max_iterations = Some(value.extract()?),
             "max_model_iterations" => o.max_model_iterations = Some(value.extract()?),
+            "context_tokens" => o.context_tokens = Some(value.extract()?),
             "concurrency" => o.concurrency = Some(value.extract()?),
             "allow_read" => o.allow_read = list()?,
             "allow_write" => o.allow_write = list()?,

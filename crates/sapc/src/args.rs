@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// Iterations of one run of a `while` whose condition the model decides [default: 100].
     #[arg(long, value_name = "N")]
     pub max_model_iterations: Option<u64>,
+    /// The in-process model's context window in tokens (`--provider local`) [default:
+    /// the model's training length] (also `context_tokens` under [provider]).
+    #[arg(long, value_name = "N")]
+    pub context_tokens: Option<u32>,
     /// Let the standard tools (`fs::read`, `fs::list`) read inside DIR (repeatable).
     #[arg(long, value_name = "DIR", value_delimiter = ',')]
     pub allow_read: Vec<String>,
@@ -142,6 +146,7 @@ impl RunArgs {
             max_depth: self.max_depth,
             max_iterations: self.max_iterations,
             max_model_iterations: self.max_model_iterations,
+            context_tokens: self.context_tokens,
             allow_read: self.allow_read.clone(),
             allow_write: self.allow_write.clone(),
             allow_net: self.allow_net.clone(),

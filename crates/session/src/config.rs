@@ -45,6 +45,9 @@ pub struct ProviderConfig {
     /// The output limit of every answer (default: derived from each answer's type, for
     /// servers other than OpenAI's own).
     pub max_output_tokens: Option<u32>,
+    /// The in-process model's context window (`--provider local`), in tokens: at most
+    /// the model's training length, which is the default.
+    pub context_tokens: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -34,6 +34,9 @@ pub struct Options {
     pub max_depth: Option<u32>,
     pub max_iterations: Option<u64>,
     pub max_model_iterations: Option<u64>,
+    /// The in-process model's context window, in tokens (default: the model's training
+    /// length), as `context_tokens` under `[provider]` in sap.toml.
+    pub context_tokens: Option<u32>,
     /// What the standard tools may touch: folders to read and write, hosts, programs.
     pub allow_read: Vec<String>,
     pub allow_write: Vec<String>,

@@ -85,7 +85,11 @@ pub(crate) fn provider(
         .clone()
         .or_else(|| config.provider.base_url.clone());
     let provider: Arc<dyn Provider> = match kind.as_str() {
-        "local" => local_provider(model.as_deref(), &config.dir)?,
+        "local" => local_provider(
+            model.as_deref(),
+            options.context_tokens.or(config.provider.context_tokens),
+            &config.dir,
+        )?,
         "replay" => {
             let path = options
                 .replay
@@ -183,7 +187,11 @@ pub(crate) fn provider(
 /// `--provider local`: the GGUF model `--model` (or `model` in sap.toml, relative to it)
 /// names, run in this process.
 #[cfg(feature = "local")]
-fn local_provider(model: Option<&str>, dir: &Path) -> Result<Arc<dyn Provider>, String> {
+fn local_provider(
+    model: Option<&str>,
+    context: Option<u32>,
+    dir: &Path,
+) -> Result<Arc<dyn Provider>, String> {
     let model = model.ok_or(
         "`--provider local` runs a GGUF model in this process: pass `--model PATH.gguf` (tools/local-model/setup.sh fetches SmolLM2-135M-Instruct)",
     )?;
@@ -193,11 +201,13 @@ fn local_provider(model: Option<&str>, dir: &Path) -> Result<Arc<dyn Provider>, 
     } else {
         path.to_owned()
     };
-    Ok(Arc::new(provider_local::LocalProvider::load(&path)?))
+    Ok(Arc::new(provider_local::LocalProvider::load(
+        &path, context,
+    )?))
 }
 
 #[cfg(not(feature = "local"))]
-fn local_provider(_: Option<&str>, _: &Path) -> Result<Arc<dyn Provider>, String> {
+fn local_provider(_: Option<&str>, _: Option<u32>, _: &Path) -> Result<Arc<dyn Provider>, String> {
     Err("this sapc was built without the in-process model: build it with `cargo build --release -p sapc --features local` (tools/local-model/setup.sh installs what that needs), or use a server (`--provider llamacpp`)".to_owned())
 }
 

@@ -172,8 +172,8 @@ def load(
     keywords are `sapc run`'s options:
     provider, model, base_url, structured, stream, temperature, seed, replay, record,
     trace, journal, journal_policy, otlp, max_calls, max_tokens, max_time, max_depth,
-    max_iterations, max_model_iterations, concurrency, allow_read, allow_write, allow_net,
-    allow_run.
+    max_iterations, max_model_iterations, context_tokens, concurrency, allow_read,
+    allow_write, allow_net, allow_run.
     Unset ones come from `sap.toml` beside the program and the environment, as for
     `sapc run` (by default the transcript beside the program answers)."""
     return Program(_native.load(str(path), options, dict(externs or {})))
