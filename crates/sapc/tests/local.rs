@@ -509,6 +509,35 @@ fn main() -> () {
         assert!(err.contains("local_overflow.sap"), "{err}");
     }
 
+    /// `--context-tokens` caps the window below the model's training length.
+    #[test]
+    fn context_tokens_caps_the_window() {
+        let text = r#"
+fn summary(ctx: Context, text: String) -> String {
+    "Summarize this."!
+    text!
+}
+
+fn main() -> () {
+    let text = ""
+    let i = 0
+    while i < 600 {
+        text = text + "lorem ipsum dolor "
+        i += 1
+    }
+    print(summary(Context::new(), text))
+}
+"#;
+        let (_dir, file) = program("local_capped", text);
+        let o = run(file.to_str().unwrap(), &["--context-tokens", "1024"]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let err = stderr(&o).replace("\n  │ ", "");
+        assert!(
+            err.contains("beyond the context window of 1024 tokens of the model"),
+            "{err}"
+        );
+    }
+
     /// The context starts with 2048 cells and grows to hold a longer prompt: one of
     /// about 2,800 tokens is answered.
     #[test]
