@@ -264,10 +264,9 @@ async fn serve_stdio(server: Arc<Server>) -> Result<(), Error> {
         )
     };
     let s = server.clone();
-    let on_new = async move |request: acp::NewSessionRequest,
+    let on_new = async move |_request: acp::NewSessionRequest,
                              responder: Responder<acp::NewSessionResponse>,
                              cx: ConnectionTo<Client>| {
-        let _ = request.cwd;
         s.remember(&cx);
         let session = match s.open_session(None) {
             Ok(session) => session,
