@@ -28,7 +28,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, Stdio};
-use codegen_jit::Tokio;
+use codegen_jit::{Host, Tokio};
 use ir::Type;
 use runtime::ErrorKind;
 use runtime::observe::Cancel;
@@ -89,6 +89,40 @@ fn entry(loaded: &Loaded) -> Result<Entry, String> {
 struct Program {
     loaded: Arc<Loaded>,
     entry: Entry,
+}
+
+/// A turn's failure: its kind, when a model or tool call failed, and the error rendered
+/// at its place.
+type Failed = (Option<ErrorKind>, String);
+
+impl Program {
+    /// Runs `main` with `prompt` on a thread with a big stack, working in `context`'s
+    /// own frame (what it injects is there for the next turn); `cancel` stops it at the
+    /// model or tool call it waits for.
+    fn run_main(
+        &self,
+        host: &Host,
+        prompt: &str,
+        context: &runtime::Context,
+        cancel: Option<Cancel>,
+    ) -> Result<runtime::Value, Failed> {
+        let loaded = &self.loaded;
+        let main = loaded
+            .function(host, "main")
+            .ok_or_else(|| (None, "the program has no `main`".to_owned()))?;
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(self.entry.prompt.clone(), prompt.into());
+        context.keep_next_call();
+        codegen_jit::on_big_stack(|| {
+            runtime::observe::with_call_cancel(cancel, || {
+                loaded.call_on_this_thread(host, &main, &arguments, Some(context))
+            })
+        })
+        .map_err(|e| match e {
+            CallError::Arguments(m) => (None, m),
+            CallError::Run(e) => (e.kind, loaded.located(&e, false).to_string()),
+        })
+    }
 }
 
 /// One turn's outcome: its stop reason and, for a run that failed otherwise, the error.
@@ -476,39 +510,21 @@ impl Server {
         let prompt = text.clone();
         let run = program.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let loaded = &run.loaded;
-            let (host, _) = loaded
+            let (host, _) = run
+                .loaded
                 .host_for_client(&options, editor, &tokio, Instant::now())
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| (None, e.to_string()))?;
             // Standard input is the protocol's: `input()` reads an empty line.
             let host = host
                 .with_input(Box::new(std::io::empty()))
                 .with_output(Box::new(printed))
-                .with_observer(shown)
-                .with_cancel(cancel);
-            let main = loaded
-                .function(&host, "main")
-                .ok_or_else(|| "the program has no `main`".to_owned())?;
-            let mut arguments = serde_json::Map::new();
-            arguments.insert(run.entry.prompt.clone(), prompt.into());
-            // `main` works in the session's frame: what it injects is there next turn.
-            context.keep_next_call();
-            let outcome = codegen_jit::on_big_stack(|| {
-                loaded.call_on_this_thread(&host, &main, &arguments, Some(&context))
-            });
-            Ok::<_, String>(outcome.map_err(|e| match e {
-                CallError::Arguments(m) => (None, m),
-                CallError::Run(e) => {
-                    let text = loaded.located(&e, false).to_string();
-                    (e.kind, text)
-                }
-            }))
+                .with_observer(shown);
+            run.run_main(&host, &prompt, &context, Some(cancel))
         })
         .await;
         let outcome: Outcome = match result {
             Err(e) => Err(Error::internal_error().data(format!("the turn stopped: {e}"))),
-            Ok(Err(e)) => Err(Error::internal_error().data(e)),
-            Ok(Ok(Ok(value))) => {
+            Ok(Ok(value)) => {
                 if program.entry.answers
                     && let runtime::Value::Str(answer) = &value
                 {
@@ -516,7 +532,7 @@ impl Server {
                 }
                 Ok(acp::StopReason::EndTurn)
             }
-            Ok(Ok(Err((kind, message)))) => {
+            Ok(Err((kind, message))) => {
                 let stop = match kind {
                     Some(ErrorKind::Cancelled) => Some(acp::StopReason::Cancelled),
                     Some(ErrorKind::Refusal) => Some(acp::StopReason::Refusal),
@@ -541,8 +557,12 @@ impl Server {
         if !matches!(outcome, Ok(acp::StopReason::EndTurn)) {
             session.context.truncate(before);
         }
+        // As the protocol spells it (`end_turn`), or `error`.
         let stop = match &outcome {
-            Ok(stop) => stop_name(*stop).to_owned(),
+            Ok(stop) => serde_json::to_value(stop)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
             Err(_) => "error".to_owned(),
         };
         store::record(
@@ -590,17 +610,6 @@ impl Server {
             }
         }
         Ok(())
-    }
-}
-
-fn stop_name(stop: acp::StopReason) -> &'static str {
-    match stop {
-        acp::StopReason::EndTurn => "end_turn",
-        acp::StopReason::MaxTokens => "max_tokens",
-        acp::StopReason::MaxTurnRequests => "max_turn_requests",
-        acp::StopReason::Refusal => "refusal",
-        acp::StopReason::Cancelled => "cancelled",
-        _ => "other",
     }
 }
 

@@ -163,19 +163,9 @@ pub fn restore(server: &Arc<Server>, id: &acp::SessionId) -> Result<Arc<Session>
         let host = host
             .with_input(Box::new(std::io::empty()))
             .with_output(Box::new(std::io::sink()));
-        let main = loaded
-            .function(&host, "main")
-            .ok_or_else(|| failed("the program has no `main`".to_owned()))?;
-        let mut arguments = serde_json::Map::new();
-        arguments.insert(program.entry.prompt.clone(), turn.prompt.clone().into());
-        session.context.keep_next_call();
-        codegen_jit::on_big_stack(|| {
-            loaded.call_on_this_thread(&host, &main, &arguments, Some(&session.context))
-        })
-        .map_err(|e| match e {
-            session::CallError::Arguments(m) => failed(m),
-            session::CallError::Run(e) => failed(loaded.located(&e, false).to_string()),
-        })?;
+        program
+            .run_main(&host, &turn.prompt, &session.context, None)
+            .map_err(|(_, e)| failed(e))?;
     }
     *session.history.lock().unwrap_or_else(|e| e.into_inner()) = turns;
     Ok(session)

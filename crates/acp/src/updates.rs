@@ -339,13 +339,7 @@ impl RunClient for Editor {
                 Some((tool, id)) if *tool == permission.tool => id.clone(),
                 _ => format!("sap-permission-{}", runtime::observe::next_id()),
             };
-            let what = match permission.access {
-                tools::client::Access::Read => "read",
-                tools::client::Access::Write => "write",
-                tools::client::Access::Net => "connect to",
-                tools::client::Access::Run => "run",
-            };
-            let title = format!("{} wants to {what} {}", permission.tool, permission.target);
+            let title = format!("{} wants to {}", permission.tool, permission.describe());
             let tool_call = acp::ToolCallUpdate::new(
                 acp::ToolCallId::new(id),
                 acp::ToolCallUpdateFields::new()
@@ -360,7 +354,7 @@ impl RunClient for Editor {
                 ),
                 acp::PermissionOption::new(
                     ALLOW_ALWAYS,
-                    format!("Allow {what} {} for this session", permission.scope),
+                    format!("Always allow in this session ({})", permission.scope),
                     acp::PermissionOptionKind::AllowAlways,
                 ),
                 acp::PermissionOption::new(REJECT, "Reject", acp::PermissionOptionKind::RejectOnce),

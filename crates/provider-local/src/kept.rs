@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use llama_cpp_2::context::session::LlamaStateSeqFlags;
 use llama_cpp_2::token::LlamaToken;
 
-use super::{Context, remove};
+use crate::cache::{Context, remove};
 
 /// Keys and values of prompts' beginnings kept across runs, one file each, as a warm
 /// server keeps its prompt cache. A run's first call keeps two: its system turn (the

@@ -5,9 +5,9 @@
 //! its atoms run — while the run goes on, not at its end. The host calls an
 //! [`Observer`] at each of those points; a run without one pays a branch.
 //!
-//! A [`Cancel`] handed to the host stops the run at the next model or tool call it
-//! waits for (the call in flight is dropped: its HTTP request closed, its process
-//! killed, its MCP server told), with an error of kind `Cancelled`.
+//! A call run under a [`Cancel`] ([`with_call_cancel`]) stops, once it is cancelled, at
+//! the model or tool call it waits for (the call in flight is dropped: its HTTP request
+//! closed, its process killed, its MCP server told), with an error of kind `Cancelled`.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,31 +2,15 @@
 //! `tools/acp/setup.sh` brings the Python SDK's client side (PyPI
 //! `agent-client-protocol`) with pytest, and the headless CLI `acpx` (npm); then
 //! `tests/acp/test_clients.py` runs under pytest against this build's `sapc`. The model
-//! is a scripted server on loopback: no network. Skipped, saying why, only when the
-//! set-up cannot install the clients.
+//! is a scripted server on loopback: no network.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn acp_clients_drive_sapc_acp() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cache = match Command::new(root.join("tools/acp/setup.sh")).output() {
-        Ok(out) if out.status.success() => {
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        }
-        Ok(out) => {
-            eprintln!(
-                "skipped: tools/acp/setup.sh could not install the ACP clients:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            return;
-        }
-        Err(e) => {
-            eprintln!("skipped: tools/acp/setup.sh could not run: {e}");
-            return;
-        }
-    };
+    let cache = test_support::mcp::acp_clients();
     let out = Command::new(cache.join("venv/bin/pytest"))
         .args(["-q", "-p", "no:cacheprovider"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/test_clients.py"))

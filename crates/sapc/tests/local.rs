@@ -475,25 +475,32 @@ fn main() -> () {
         );
     }
 
-    #[test]
-    fn a_prompt_beyond_the_context_window_names_the_limit() {
-        let text = r#"
-fn summary(ctx: Context, text: String) -> String {
+    /// A program that asks for a summary of "lorem ipsum dolor " said `times` times
+    /// (about three tokens each).
+    fn summary_of_lorem(times: u32) -> String {
+        format!(
+            r#"
+fn summary(ctx: Context, text: String) -> String {{
     "Summarize this."!
     text!
-}
+}}
 
-fn main() -> () {
+fn main() -> () {{
     let text = ""
     let i = 0
-    while i < 6000 {
+    while i < {times} {{
         text = text + "lorem ipsum dolor "
         i += 1
-    }
+    }}
     print(summary(Context::new(), text))
-}
-"#;
-        let (_dir, file) = program("local_overflow", text);
+}}
+"#
+        )
+    }
+
+    #[test]
+    fn a_prompt_beyond_the_context_window_names_the_limit() {
+        let (_dir, file) = program("local_overflow", &summary_of_lorem(6000));
         let o = run(file.to_str().unwrap(), &[]);
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
         // The message, as one line (the report wraps it at 80 columns).
@@ -512,23 +519,7 @@ fn main() -> () {
     /// `--context-tokens` caps the window below the model's training length.
     #[test]
     fn context_tokens_caps_the_window() {
-        let text = r#"
-fn summary(ctx: Context, text: String) -> String {
-    "Summarize this."!
-    text!
-}
-
-fn main() -> () {
-    let text = ""
-    let i = 0
-    while i < 600 {
-        text = text + "lorem ipsum dolor "
-        i += 1
-    }
-    print(summary(Context::new(), text))
-}
-"#;
-        let (_dir, file) = program("local_capped", text);
+        let (_dir, file) = program("local_capped", &summary_of_lorem(600));
         let o = run(file.to_str().unwrap(), &["--context-tokens", "1024"]);
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
         let err = stderr(&o).replace("\n  │ ", "");

@@ -1,6 +1,7 @@
 //! The real counterparts the tests talk to: the MCP servers, installed from the
-//! registries by `tools/mcp/setup.sh` into a cache outside the repository, and a
-//! headless browser (`tools/browser/setup.sh`); once per test process.
+//! registries by `tools/mcp/setup.sh` into a cache outside the repository, a headless
+//! browser (`tools/browser/setup.sh`), and the ACP clients (`tools/acp/setup.sh`); once
+//! per test process.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,6 +54,18 @@ pub fn chromium() -> &'static Path {
         set_up(
             "browser/setup.sh",
             "Debian's chromium package, or root to install it",
+        )
+    })
+}
+
+/// The cache of the ACP clients `sapc acp` is tested with: the Python SDK's client
+/// (`venv/`, with pytest) and `acpx` (`node/node_modules/.bin/acpx`).
+pub fn acp_clients() -> &'static Path {
+    static CLIENTS: OnceLock<PathBuf> = OnceLock::new();
+    CLIENTS.get_or_init(|| {
+        set_up(
+            "acp/setup.sh",
+            "node/npm and python3 with network access to the registries",
         )
     })
 }

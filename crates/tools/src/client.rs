@@ -9,12 +9,18 @@ use std::pin::Pin;
 pub type Answering<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a standard tool call would touch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Access {
-    Read,
-    Write,
-    Net,
-    Run,
+    /// A file or folder to read (canonical).
+    Read(PathBuf),
+    /// A file to write (its folder canonical).
+    Write(PathBuf),
+    Net {
+        host: String,
+        port: Option<u16>,
+    },
+    /// A program, as the program names it.
+    Run(String),
 }
 
 /// A standard tool call the grants refuse, put to the client.
@@ -23,13 +29,44 @@ pub struct Permission {
     /// The tool (`fs::read`).
     pub tool: String,
     pub access: Access,
-    /// What it touches: a canonical path, `host:port`, or a program.
-    pub target: String,
     /// What allowing it always (for the rest of the session) grants: the target's
     /// folder, its host, or the program.
     pub scope: String,
     /// The error the call fails with when it is refused; it names the flag to add.
     pub refusal: String,
+}
+
+impl Permission {
+    pub fn new(tool: &str, access: Access, scope: String, refusal: String) -> Permission {
+        Permission {
+            tool: tool.to_owned(),
+            access,
+            scope,
+            refusal,
+        }
+    }
+
+    /// The path it touches (empty for a host or a program).
+    pub fn path(self) -> PathBuf {
+        match self.access {
+            Access::Read(path) | Access::Write(path) => path,
+            Access::Net { .. } | Access::Run(_) => PathBuf::new(),
+        }
+    }
+
+    /// What it does, for a person: `read /src/a.rs`, `connect to example.com:443`.
+    pub fn describe(&self) -> String {
+        match &self.access {
+            Access::Read(path) => format!("read {}", path.display()),
+            Access::Write(path) => format!("write {}", path.display()),
+            Access::Net {
+                host,
+                port: Some(port),
+            } => format!("connect to {host}:{port}"),
+            Access::Net { host, port: None } => format!("connect to {host}"),
+            Access::Run(program) => format!("run {program}"),
+        }
+    }
 }
 
 /// The user's answer.

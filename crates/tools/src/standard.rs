@@ -72,44 +72,78 @@ impl Grants {
         Ok(())
     }
 
-    /// The canonical form of `path` when reading it is granted.
-    fn readable(&self, tool: &str, path: &str) -> Result<PathBuf, Denied> {
+    /// What reading `path` (canonicalized) asks; an error when it cannot be resolved.
+    fn read_access(tool: &str, path: &str) -> Result<Permission, String> {
         let target = Path::new(path)
             .canonicalize()
-            .map_err(|e| Denied::Error(format!("`{tool}`: cannot read {path}: {e}")))?;
-        if self.read.iter().any(|root| target.starts_with(root)) {
-            return Ok(target);
-        }
+            .map_err(|e| format!("`{tool}`: cannot read {path}: {e}"))?;
         let scope = suggest_dir(&target);
-        Err(Denied::Asks(Permission {
-            tool: tool.to_owned(),
-            access: Access::Read,
-            target: target.display().to_string(),
-            refusal: format!(
-                "`{tool}` may not read {path}: run with --allow-read={scope} (or add it to `read` in the [permissions] table of sap.toml)"
-            ),
-            scope,
-        }))
+        let refusal = refusal(tool, &format!("read {path}"), "read", &scope);
+        Ok(Permission::new(tool, Access::Read(target), scope, refusal))
     }
 
-    /// Whether these grants cover what `permission` asks (a grant given "always" in
-    /// a session covers the same tool's later calls inside it).
+    /// What writing `path` asks: its folder resolved, and the file itself, if it is a
+    /// link, resolved too.
+    fn write_access(tool: &str, path: &str) -> Result<Permission, String> {
+        let p = Path::new(path);
+        let name = p
+            .file_name()
+            .ok_or_else(|| format!("`{tool}`: {path} does not name a file"))?;
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let cannot = |e: std::io::Error| format!("`{tool}`: cannot write {path}: {e}");
+        let mut target = parent.canonicalize().map_err(cannot)?.join(name);
+        if target.is_symlink() {
+            target = target.canonicalize().map_err(cannot)?;
+        }
+        let scope = suggest_dir(&target);
+        let refusal = refusal(tool, &format!("write {path}"), "write", &scope);
+        Ok(Permission::new(tool, Access::Write(target), scope, refusal))
+    }
+
+    /// What connecting to `url`'s host and port asks.
+    fn net_access(tool: &str, url: &reqwest::Url) -> Permission {
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        let host = host.trim_matches(['[', ']']).to_owned();
+        let shown = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.clone(),
+        };
+        let refusal = refusal(tool, &format!("connect to {shown}"), "net", &shown);
+        let access = Access::Net {
+            host: host.clone(),
+            port: url.port_or_known_default(),
+        };
+        Permission::new(tool, access, host, refusal)
+    }
+
+    /// What running `program` asks.
+    fn run_access(program: &str) -> Permission {
+        let tool = "process::run";
+        let refusal = refusal(tool, &format!("run `{program}`"), "run", program);
+        Permission::new(
+            tool,
+            Access::Run(program.to_owned()),
+            program.to_owned(),
+            refusal,
+        )
+    }
+
+    /// Whether these grants allow what `permission` asks: a path inside a granted folder,
+    /// a granted host (on any port, or that one), a granted program. (A grant given
+    /// "always" in a session covers the same tool's later calls inside it.)
     pub fn covers(&self, permission: &Permission) -> bool {
-        let target = &permission.target;
-        match permission.access {
-            Access::Read => self
-                .read
+        let inside = |roots: &[PathBuf], path: &Path| roots.iter().any(|r| path.starts_with(r));
+        match &permission.access {
+            Access::Read(path) => inside(&self.read, path),
+            Access::Write(path) => inside(&self.write, path),
+            Access::Net { host, port } => self
+                .net
                 .iter()
-                .any(|root| Path::new(target).starts_with(root)),
-            Access::Write => self
-                .write
-                .iter()
-                .any(|root| Path::new(target).starts_with(root)),
-            Access::Net => self.net.iter().any(|(h, p)| match target.rsplit_once(':') {
-                Some((host, port)) => h == host && p.is_none_or(|p| p.to_string() == port),
-                None => h == target,
-            }),
-            Access::Run => self.run.iter().any(|p| p == target),
+                .any(|(h, p)| h == host && (p.is_none() || p == port)),
+            Access::Run(program) => self.run.iter().any(|p| p == program),
         }
     }
 
@@ -117,121 +151,67 @@ impl Grants {
     pub fn allow(&mut self, permission: &Permission) {
         let scope = &permission.scope;
         match permission.access {
-            Access::Read => self.read.push(PathBuf::from(scope)),
-            Access::Write => self.write.push(PathBuf::from(scope)),
-            Access::Net => self.net.push((scope.clone(), None)),
-            Access::Run => self.run.push(scope.clone()),
+            Access::Read(_) => self.read.push(PathBuf::from(scope)),
+            Access::Write(_) => self.write.push(PathBuf::from(scope)),
+            Access::Net { .. } => self.net.push((scope.clone(), None)),
+            Access::Run(_) => self.run.push(scope.clone()),
         }
     }
 
-    /// The path to write when writing `path` is granted: its folder resolved, and the
-    /// file itself, if it is a link, resolved too.
-    fn writable(&self, tool: &str, path: &str) -> Result<PathBuf, Denied> {
-        let p = Path::new(path);
-        let name = p
-            .file_name()
-            .ok_or_else(|| Denied::Error(format!("`{tool}`: {path} does not name a file")))?;
-        let parent = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let cannot =
-            |e: std::io::Error| Denied::Error(format!("`{tool}`: cannot write {path}: {e}"));
-        let dir = parent.canonicalize().map_err(cannot)?;
-        let mut target = dir.join(name);
-        if target.is_symlink() {
-            target = target.canonicalize().map_err(cannot)?;
+    /// `permission` when these grants cover it, else its refusal.
+    fn check(&self, permission: Permission) -> Result<Permission, String> {
+        if self.covers(&permission) {
+            Ok(permission)
+        } else {
+            Err(permission.refusal)
         }
-        if self.write.iter().any(|root| target.starts_with(root)) {
-            return Ok(target);
-        }
-        let scope = suggest_dir(&target);
-        Err(Denied::Asks(Permission {
-            tool: tool.to_owned(),
-            access: Access::Write,
-            target: target.display().to_string(),
-            refusal: format!(
-                "`{tool}` may not write {path}: run with --allow-write={scope} (or add it to `write` in the [permissions] table of sap.toml)"
-            ),
-            scope,
-        }))
     }
 
-    fn reachable(&self, tool: &str, url: &reqwest::Url) -> Result<(), Denied> {
-        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let host = host.trim_matches(['[', ']']);
-        let port = url.port_or_known_default();
-        if self
-            .net
-            .iter()
-            .any(|(h, p)| h == host && (p.is_none() || *p == port))
-        {
-            return Ok(());
-        }
-        let shown = match url.port() {
-            Some(p) => format!("{host}:{p}"),
-            None => host.to_owned(),
-        };
-        Err(Denied::Asks(Permission {
-            tool: tool.to_owned(),
-            access: Access::Net,
-            target: match port {
-                Some(p) => format!("{host}:{p}"),
-                None => host.to_owned(),
-            },
-            scope: host.to_owned(),
-            refusal: format!(
-                "`{tool}` may not connect to {shown}: run with --allow-net={shown} (or add it to `net` in the [permissions] table of sap.toml)"
-            ),
-        }))
+    /// The canonical form of `path` when reading it is granted.
+    #[cfg(test)]
+    fn readable(&self, tool: &str, path: &str) -> Result<PathBuf, String> {
+        Ok(self.check(Self::read_access(tool, path)?)?.path())
     }
 
-    fn runnable(&self, program: &str) -> Result<(), Denied> {
-        if self.run.iter().any(|p| p == program) {
-            return Ok(());
-        }
-        Err(Denied::Asks(Permission {
-            tool: "process::run".to_owned(),
-            access: Access::Run,
-            target: program.to_owned(),
-            scope: program.to_owned(),
-            refusal: format!(
-                "`process::run` may not run `{program}`: run with --allow-run={program} (or add it to `run` in the [permissions] table of sap.toml)"
-            ),
-        }))
+    /// The path to write when writing `path` is granted.
+    #[cfg(test)]
+    fn writable(&self, tool: &str, path: &str) -> Result<PathBuf, String> {
+        Ok(self.check(Self::write_access(tool, path)?)?.path())
+    }
+
+    fn reachable(&self, tool: &str, url: &reqwest::Url) -> Result<(), String> {
+        self.check(Self::net_access(tool, url)).map(drop)
+    }
+
+    #[cfg(test)]
+    fn runnable(&self, program: &str) -> Result<(), String> {
+        self.check(Self::run_access(program)).map(drop)
     }
 }
 
-/// Why a grant check did not pass: an error, or a refusal a client may overrule.
-#[derive(Debug)]
-enum Denied {
-    Error(String),
-    Asks(Permission),
+/// The error of a call the grants refuse: what it may not do, and the flag to add.
+fn refusal(tool: &str, what: &str, flag: &str, value: &str) -> String {
+    format!(
+        "`{tool}` may not {what}: run with --allow-{flag}={value} (or add it to `{flag}` in the [permissions] table of sap.toml)"
+    )
 }
 
-impl Denied {
-    fn message(self) -> String {
-        match self {
-            Denied::Error(m) => m,
-            Denied::Asks(p) => p.refusal,
-        }
-    }
-}
-
-/// A grant check's outcome, with the run's client asked when the grants refuse: what
-/// the check gives when the answer is yes, the refusal's error when it is no.
-async fn permitted<T>(
-    checked: Result<T, Denied>,
+/// What `asked` asks, when the grants allow it or, asked, the run's client does; the
+/// refusal's error when neither does. Nothing is done before the answer.
+async fn permitted(
+    grants: &Grants,
+    asked: Permission,
     client: Option<&dyn Client>,
-    granted: impl FnOnce(&Permission) -> T,
-) -> Result<T, String> {
-    match (checked, client) {
-        (Ok(v), _) => Ok(v),
-        (Err(Denied::Asks(p)), Some(client)) => match client.ask(p.clone()).await {
-            Answer::Once | Answer::Always => Ok(granted(&p)),
-            Answer::Reject => Err(format!("{} (the user refused)", p.refusal)),
-        },
-        (Err(denied), _) => Err(denied.message()),
+) -> Result<Permission, String> {
+    if grants.covers(&asked) {
+        return Ok(asked);
+    }
+    let Some(client) = client else {
+        return Err(asked.refusal);
+    };
+    match client.ask(asked.clone()).await {
+        Answer::Once | Answer::Always => Ok(asked),
+        Answer::Reject => Err(format!("{} (the user refused)", asked.refusal)),
     }
 }
 
@@ -267,10 +247,8 @@ pub async fn call(
         .unwrap_or(Duration::from_secs(300));
     match (module, tool) {
         ("fs", "read") => {
-            let path = permitted(grants.readable(&name, text(0)?), client, |p| {
-                PathBuf::from(&p.target)
-            })
-            .await?;
+            let asked = Grants::read_access(&name, text(0)?)?;
+            let path = permitted(grants, asked, client).await?.path();
             let content = match client.filter(|c| c.reads_files()) {
                 Some(c) => c.read_text(path.clone()).await,
                 None => tokio::fs::read_to_string(&path)
@@ -281,10 +259,8 @@ pub async fn call(
             Ok(Value::str(&content))
         }
         ("fs", "write") => {
-            let path = permitted(grants.writable(&name, text(0)?), client, |p| {
-                PathBuf::from(&p.target)
-            })
-            .await?;
+            let asked = Grants::write_access(&name, text(0)?)?;
+            let path = permitted(grants, asked, client).await?.path();
             let content = text(1)?;
             match client.filter(|c| c.writes_files()) {
                 Some(c) => c.write_text(path.clone(), content.to_owned()).await,
@@ -296,10 +272,8 @@ pub async fn call(
             Ok(Value::Unit)
         }
         ("fs", "list") => {
-            let dir = permitted(grants.readable(&name, text(0)?), client, |p| {
-                PathBuf::from(&p.target)
-            })
-            .await?;
+            let asked = Grants::read_access(&name, text(0)?)?;
+            let dir = permitted(grants, asked, client).await?.path();
             let mut entries = tokio::fs::read_dir(&dir)
                 .await
                 .map_err(|e| format!("`{name}`: cannot list {}: {e}", dir.display()))?;
@@ -319,7 +293,7 @@ pub async fn call(
         ("http", "get") | ("http", "post") => {
             let url = reqwest::Url::parse(text(0)?)
                 .map_err(|e| format!("`{name}`: `{}` is not a URL: {e}", text(0).unwrap_or("")))?;
-            permitted(grants.reachable(&name, &url), client, |_| ()).await?;
+            permitted(grants, Grants::net_access(&name, &url), client).await?;
             http_transport::install_crypto();
             // Each redirect must stay inside the grants too.
             let redirect_grants = grants.clone();
@@ -368,7 +342,7 @@ pub async fn call(
         }
         ("process", "run") => {
             let program = text(0)?;
-            permitted(grants.runnable(program), client, |_| ()).await?;
+            permitted(grants, Grants::run_access(program), client).await?;
             let argv: Vec<String> = match args.get(1) {
                 Some(Value::List(items)) => items
                     .iter()
@@ -421,8 +395,7 @@ mod tests {
         let dotdot = dir.join("granted/sub/../../secret.txt");
         let err = g
             .readable("fs::read", dotdot.to_str().unwrap())
-            .unwrap_err()
-            .message();
+            .unwrap_err();
         assert!(err.contains("--allow-read="), "{err}");
         // An absolute path elsewhere.
         assert!(g.readable("fs::read", "/etc/hostname").is_err());
@@ -437,8 +410,7 @@ mod tests {
         // Writing needs its own grant.
         let err = g
             .writable("fs::write", dir.join("granted/new.txt").to_str().unwrap())
-            .unwrap_err()
-            .message();
+            .unwrap_err();
         assert!(err.contains("--allow-write="), "{err}");
         Grants::add_dir(&mut g.write, "granted", &dir).unwrap();
         assert!(
@@ -458,7 +430,7 @@ mod tests {
         assert!(ok("https://api.example.com/x").is_ok());
         assert!(ok("http://api.example.com:9999/x").is_ok());
         assert!(ok("http://127.0.0.1:8080/").is_ok());
-        let err = ok("http://127.0.0.1:8081/").unwrap_err().message();
+        let err = ok("http://127.0.0.1:8081/").unwrap_err();
         assert!(err.contains("--allow-net=127.0.0.1:8081"), "{err}");
         assert!(ok("https://evil.example.com/").is_err());
         assert!(g.add_net("host:notaport").is_err());
@@ -467,7 +439,6 @@ mod tests {
         assert!(
             g.runnable("/usr/bin/git")
                 .unwrap_err()
-                .message()
                 .contains("--allow-run=/usr/bin/git")
         );
     }

@@ -28,6 +28,20 @@ fn text(result: &rmcp::model::CallToolResult) -> String {
         .collect()
 }
 
+/// The server's events, asked until it has recorded a cancellation (it handles the
+/// notification on its own time), or after five seconds.
+async fn events_once_cancelled(server: &McpServer) -> String {
+    let mut seen = String::new();
+    for _ in 0..50 {
+        seen = text(&server.call("events", Map::new(), None).await.unwrap());
+        if seen.contains("cancelled slow") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen
+}
+
 /// A call that times out is cancelled on the server, not only given up by the client:
 /// the server saw `notifications/cancelled` while the connection stayed open.
 #[test]
@@ -45,16 +59,7 @@ fn a_call_that_times_out_is_cancelled_on_the_server() {
             err.contains("no answer in 0.5 s; the call was cancelled"),
             "{err}"
         );
-        // The server handles the notification on its own time: ask until it has.
-        let mut seen = String::new();
-        for _ in 0..50 {
-            seen = text(&server.call("events", Map::new(), None).await.unwrap());
-            if seen.contains("cancelled slow") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(seen, "cancelled slow");
+        assert_eq!(events_once_cancelled(&server).await, "cancelled slow");
     });
 }
 
@@ -71,15 +76,7 @@ fn a_call_dropped_midway_is_cancelled_on_the_server() {
             tokio::time::timeout(Duration::from_millis(1500), server.call("slow", args, None))
                 .await;
         assert!(dropped.is_err(), "the slow call answered: {dropped:?}");
-        let mut seen = String::new();
-        for _ in 0..50 {
-            seen = text(&server.call("events", Map::new(), None).await.unwrap());
-            if seen.contains("cancelled slow") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(seen, "cancelled slow");
+        assert_eq!(events_once_cancelled(&server).await, "cancelled slow");
     });
 }
 

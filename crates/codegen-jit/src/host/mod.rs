@@ -1,11 +1,13 @@
 //! What a running sap program is given by its host: the module, the LLM runtime, the
 //! extern functions, the limits (recursion depth, loop iterations), and where `print`
 //! writes. Shared by every execution engine; all the operations that are not arithmetic
-//! or control flow live here, once: the LLM call sites here, the standard externs in
-//! `standard` (with the tools a plan runs), the host's own externs in `externs`.
+//! or control flow live here, once: the LLM call sites in `model_calls`, the standard
+//! externs in `standard` (with the tools a plan runs), the host's own externs in
+//! `externs`.
 
 mod arguments;
 mod externs;
+mod model_calls;
 mod script;
 mod standard;
 mod tools;
@@ -17,19 +19,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::collections::HashMap;
 
 use ::tools::Tools;
-use ir::{self, FuncId, LlmSite, Module, SiteKind, SrcSpan, Type};
+use ir::{self, FuncId, Module, SrcSpan, Type};
 use journal::{self, Found, Journal};
-use llm::schema::ArmDesc;
-use llm::types::{ParamDesc, TypeDesc};
-use runtime::observe::{Cancel, ModelCall, Observer, Place};
-use runtime::{CallSite, Context, ErrorKind, Runtime, RuntimeError, Value};
+use llm::types::TypeDesc;
+use runtime::observe::Observer;
+use runtime::{ErrorKind, Runtime, RuntimeError, Value};
 use syntax::LineIndex;
 
 use self::tools::BoundExtern;
 pub use arguments::main_arguments;
 pub use externs::{ExternFn, Externs, SignatureCheck, show_type, standard_extern};
 pub use script::Coverage;
-use script::{Script, Scripted, outcome, short};
+use script::{Script, Scripted, outcome};
 use types::{desc_of, params_of, type_descs};
 pub use types::{site_schemas, type_desc};
 
@@ -198,8 +199,6 @@ pub struct Host {
     coverage: Mutex<Coverage>,
     /// Told of tool and model calls and plans as they happen (an editor's agent).
     observer: Option<Arc<dyn Observer>>,
-    /// Stops the run at the next call it waits for.
-    cancel: Option<Cancel>,
 }
 
 impl Host {
@@ -280,20 +279,12 @@ impl Host {
             script: Mutex::default(),
             coverage: Mutex::default(),
             observer: None,
-            cancel: None,
         }
     }
 
     /// Tells `observer` of tool and model calls and plans while the run goes on.
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Host {
         self.observer = Some(observer);
-        self
-    }
-
-    /// Stops the run when `cancel` is cancelled: the model or tool call it waits for is
-    /// dropped, and the run fails with an error of kind `Cancelled`.
-    pub fn with_cancel(mut self, cancel: Cancel) -> Host {
-        self.cancel = Some(cancel);
         self
     }
 
@@ -429,70 +420,6 @@ impl Host {
         (file, line, column)
     }
 
-    fn call_site(&self, site: &LlmSite, ctx: &Context) -> CallSite {
-        let span = site.span;
-        let (file, line, column) = self.location(span);
-        CallSite {
-            function: site.function.clone(),
-            file,
-            line,
-            column,
-            span: (span.start, span.end),
-            path: ctx.call_path(),
-        }
-    }
-
-    fn runtime(&self, span: SrcSpan) -> Result<&Runtime, ExecError> {
-        self.runtime.as_deref().ok_or_else(|| {
-            ExecError::new(
-                "this program calls the model, but no LLM provider is configured",
-                Some(span),
-            )
-        })
-    }
-
-    /// The runtime for a site, or, in a test with no provider, the error that names the
-    /// `given` the test lacks.
-    fn runtime_for(&self, s: &LlmSite) -> Result<&Runtime, ExecError> {
-        if self.testing && self.runtime.is_none() {
-            let owner = self.function_name(s.owner);
-            let used = self.lock_script().used(s.owner);
-            let (what, fix) = match &s.kind {
-                SiteKind::Produce { .. } | SiteKind::Decide => (
-                    format!("the result of `{}`", s.subject),
-                    format!(
-                        "`given {0}(…) => …`, or `given {0} {{ … }}` with one more value",
-                        s.subject
-                    ),
-                ),
-                SiteKind::Fill { callee, .. } => (
-                    format!("the `_` arguments of `{callee}` in `{owner}`"),
-                    format!("`fill {callee}(…)` in `given {owner} {{ … }}`"),
-                ),
-                SiteKind::Choose { .. } => (
-                    format!("a `select` clause in `{owner}`"),
-                    format!("`select g(…)` in `given {owner} {{ … }}`"),
-                ),
-            };
-            let given = if used > 0 {
-                format!(" (its script for `{owner}` gave {used} answers, and has no more)")
-            } else {
-                String::new()
-            };
-            return Err(ExecError::new(
-                format!(
-                    "the model was asked for {what}, and the test scripts no answer{given}: add {fix}, or run with `--provider` or `--replay`"
-                ),
-                Some(s.span),
-            ));
-        }
-        self.runtime(s.span)
-    }
-
-    fn params(&self, params: &[ir::Param]) -> Vec<ParamDesc> {
-        params_of(&self.types, params)
-    }
-
     /// Waits for a model's or a tool's answer: a `parallel for` iteration suspends (its
     /// thread runs the others meanwhile), other code blocks its thread. Engines run on
     /// plain threads, never on a tokio worker. The future is boxed: unboxed,
@@ -504,266 +431,22 @@ impl Host {
         span: Option<SrcSpan>,
     ) -> Result<F::Output, ExecError> {
         let tokio = self.tokio.handle().map_err(|e| ExecError::new(e, span))?;
-        // The host's cancel (an editor's turn) and the call's own (one of a Python
-        // program's calls), either of which stops the call.
-        let call = runtime::observe::call_cancel();
-        if self.cancel.is_none() && call.is_none() {
+        // The cancel of the call this runs in (`runtime::observe::with_call_cancel`: an
+        // editor's turn, a Python call), which stops it here.
+        let Some(cancel) = runtime::observe::call_cancel() else {
             return Ok(runtime::tasks::block_on(tokio, Box::pin(f)));
-        }
-        let host = self.cancel.clone();
-        if host.iter().chain(&call).any(Cancel::is_cancelled) {
+        };
+        if cancel.is_cancelled() {
             return Err(cancelled(span));
         }
         let raced = async move {
-            let host = async {
-                match &host {
-                    Some(c) => c.cancelled().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let call = async {
-                match &call {
-                    Some(c) => c.cancelled().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 biased;
-                () = host => None,
-                () = call => None,
+                () = cancel.cancelled() => None,
                 out = f => Some(out),
             }
         };
         runtime::tasks::block_on(tokio, Box::pin(raced)).ok_or_else(|| cancelled(span))
-    }
-
-    /// A model call at `s`, told to the observer (when there is one) as it starts and
-    /// ends; `json` shows its value.
-    fn observed<T>(
-        &self,
-        s: &LlmSite,
-        kind: &'static str,
-        call: impl FnOnce() -> Result<T, ExecError>,
-        json: impl FnOnce(&T) -> serde_json::Value,
-    ) -> Result<T, ExecError> {
-        let Some(observer) = self.observer() else {
-            return call();
-        };
-        let (file, line, _) = self.location(s.span);
-        let id = runtime::observe::next_id();
-        observer.model_started(&ModelCall {
-            id,
-            kind,
-            subject: s.subject.clone(),
-            place: Place {
-                file,
-                line,
-                function: s.function.clone(),
-            },
-        });
-        let result = call();
-        match &result {
-            Ok(v) => observer.model_finished(id, Ok(&json(v))),
-            Err(e) => observer.model_finished(id, Err(&e.message)),
-        }
-        result
-    }
-
-    /// Waits for an LLM call ([`Host::wait`]).
-    fn block<T>(
-        &self,
-        f: impl std::future::Future<Output = Result<T, RuntimeError>> + Send,
-        span: SrcSpan,
-    ) -> Result<T, ExecError> {
-        self.wait(f, Some(span))?
-            .map_err(|e| ExecError::from_runtime(e, span))
-    }
-
-    /// The result of an LLM function; `schema`, for a `Json` result, is the JSON Schema
-    /// the program passed for it.
-    pub fn produce(
-        &self,
-        site: u32,
-        ctx: &Context,
-        schema: Option<&Value>,
-    ) -> Result<Value, ExecError> {
-        let s = &self.module.sites[site as usize];
-        let rt = self.runtime_for(s)?;
-        let SiteKind::Produce { ret } = &s.kind else {
-            return Err(ExecError::new("internal: not a produce site", Some(s.span)));
-        };
-        let value = self.observed(
-            s,
-            "produce",
-            || {
-                if let Some(Value::Json(schema)) = schema {
-                    let call_site = self.call_site(s, ctx);
-                    self.block(
-                        rt.produce_matching(&call_site, ctx, &s.subject, schema),
-                        s.span,
-                    )
-                } else {
-                    let ty = self.desc(ret);
-                    self.block(
-                        rt.produce(&self.call_site(s, ctx), ctx, &s.subject, &ty),
-                        s.span,
-                    )
-                }
-            },
-            Value::to_json,
-        )?;
-        self.record(site, outcome(&value));
-        Ok(value)
-    }
-
-    pub fn decide(&self, site: u32, ctx: &Context) -> Result<bool, ExecError> {
-        let s = &self.module.sites[site as usize];
-        let rt = self.runtime_for(s)?;
-        let decided = self.observed(
-            s,
-            "decide",
-            || {
-                self.block(
-                    rt.decide(&self.call_site(s, ctx), ctx, &s.subject, s.doc.as_deref()),
-                    s.span,
-                )
-            },
-            |b| serde_json::Value::Bool(*b),
-        )?;
-        self.record(site, decided.to_string());
-        Ok(decided)
-    }
-
-    pub fn fill(&self, site: u32, ctx: &Context) -> Result<Vec<Value>, ExecError> {
-        let s = &self.module.sites[site as usize];
-        let SiteKind::Fill {
-            callee,
-            callee_doc,
-            params,
-        } = &s.kind
-        else {
-            return Err(ExecError::new("internal: not a fill site", Some(s.span)));
-        };
-        if self.testing
-            && let Some((_, args)) = self.scripted_call(s, false, &[callee.as_str()])?
-        {
-            self.record(site, "answered".to_owned());
-            return Ok(by_name(params, &args));
-        }
-        let rt = self.runtime_for(s)?;
-        // The checker's E0134, once more at run time: the model does not fill a
-        // `trusted` parameter from a context that holds untrusted data.
-        if let Some(p) = params.iter().find(|p| p.trusted)
-            && let Some(source) = ctx.untrusted_source()
-        {
-            return Err(ExecError::new(
-                format!(
-                    "refused: the model would fill `{callee}({}:)`, a `trusted` parameter, from a context that holds untrusted data (from {source})",
-                    p.name
-                ),
-                Some(s.span),
-            ));
-        }
-        let params = self.params(params);
-        let filled = self.observed(
-            s,
-            "fill_args",
-            || {
-                self.block(
-                    rt.fill_args(
-                        &self.call_site(s, ctx),
-                        ctx,
-                        callee,
-                        callee_doc.as_deref(),
-                        &params,
-                    ),
-                    s.span,
-                )
-            },
-            |values| serde_json::Value::Array(values.iter().map(Value::to_json).collect()),
-        )?;
-        self.record(site, "answered".to_owned());
-        Ok(filled)
-    }
-
-    /// The script's next answer for a `select` or `fill` at `s`, if it has one for it.
-    fn scripted_call(
-        &self,
-        s: &LlmSite,
-        select: bool,
-        callees: &[&str],
-    ) -> Result<Option<script::ScriptedCall>, ExecError> {
-        self.lock_script()
-            .next_call(s.owner, select, callees)
-            .map_err(|next| {
-                let wanted = if select {
-                    format!("a `select` clause ({})", callees.join(", "))
-                } else {
-                    format!("the `_` arguments of `{}`", callees.join(", "))
-                };
-                ExecError::new(
-                    format!(
-                        "the model is asked for {wanted} here, but the next answer the test scripts for `{}` is {next}: scripted answers are used in the order the program asks",
-                        self.function_name(s.owner)
-                    ),
-                    Some(s.span),
-                )
-            })
-    }
-
-    pub fn choose(&self, site: u32, ctx: &Context) -> Result<(usize, Vec<Value>), ExecError> {
-        let s = &self.module.sites[site as usize];
-        let SiteKind::Choose { arms } = &s.kind else {
-            return Err(ExecError::new("internal: not a choose site", Some(s.span)));
-        };
-        if self.testing {
-            let tools: Vec<&str> = arms.iter().map(|a| a.tool.as_str()).collect();
-            if let Some((callee, args)) = self.scripted_call(s, true, &tools)? {
-                let index = arms
-                    .iter()
-                    .position(|a| short(&a.tool) == callee)
-                    .unwrap_or(0);
-                self.record(site, arms[index].tool.clone());
-                return Ok((index, by_name(&arms[index].params, &args)));
-            }
-        }
-        let rt = self.runtime_for(s)?;
-        // The checker's E0134, once more at run time: untrusted data in the context
-        // does not get to choose an action whose parameters are `trusted`.
-        if let Some(arm) = arms.iter().find(|a| a.guarded)
-            && let Some(source) = ctx.untrusted_source()
-        {
-            return Err(ExecError::new(
-                format!(
-                    "refused: this `select` offers `{}`, which has `trusted` parameters, to a model whose context holds untrusted data (from {source})",
-                    arm.tool
-                ),
-                Some(s.span),
-            ));
-        }
-        let arms: Vec<ArmDesc> = arms
-            .iter()
-            .map(|a| ArmDesc {
-                tool: a.tool.clone(),
-                doc: a.doc.clone(),
-                binding: a.binding.clone(),
-                params: self.params(&a.params),
-            })
-            .collect();
-        let chosen = self.observed(
-            s,
-            "choose",
-            || self.block(rt.choose(&self.call_site(s, ctx), ctx, &arms), s.span),
-            |(arm, _)| {
-                serde_json::Value::String(
-                    arms.get(*arm).map(|a| a.tool.clone()).unwrap_or_default(),
-                )
-            },
-        )?;
-        if let Some(arm) = arms.get(chosen.0) {
-            self.record(site, arm.tool.clone());
-        }
-        Ok(chosen)
     }
 
     /// `file:line:column` of a span, for the journal.
@@ -895,7 +578,7 @@ impl Host {
     }
 }
 
-/// The error of a run stopped by its [`Cancel`].
+/// The error of a call stopped by its cancel.
 fn cancelled(span: Option<SrcSpan>) -> ExecError {
     ExecError {
         kind: Some(ErrorKind::Cancelled),
@@ -933,16 +616,4 @@ pub fn display(v: &Value) -> String {
 /// The error of an index outside a list, for every engine and path.
 pub(crate) fn out_of_range(index: i64, len: usize) -> String {
     format!("index {index} is out of range for a list of {len} elements")
-}
-
-/// The values of `params` among a scripted call's arguments, by name.
-fn by_name(params: &[ir::Param], args: &[(String, Value)]) -> Vec<Value> {
-    params
-        .iter()
-        .map(|p| {
-            args.iter()
-                .find(|(name, _)| *name == p.name)
-                .map_or(Value::Unit, |(_, v)| v.clone())
-        })
-        .collect()
 }

@@ -441,64 +441,69 @@ def test_a_program_of_another_shape_or_without_a_provider_is_refused_before_serv
     assert out.returncode == 1 and "broken.sap" in out.stderr and out.stdout == ""
 
 
-def test_malformed_input_and_a_second_initialize_are_errors_and_eof_ends_it(
-    model: ModelServer,
-) -> None:
-    agent = subprocess.Popen(
-        [SAPC, "acp", str(HERE / "chat.sap"), *flags(model)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    assert agent.stdin and agent.stdout
+class Raw:
+    """`sapc acp` on pipes, driven by a JSON-RPC client of a few lines: for what an SDK
+    would not send (bad input) or would tidy up (leaving mid-turn)."""
 
-    def ask(line: str) -> dict[str, Any]:
-        assert agent.stdin and agent.stdout
-        agent.stdin.write(line + "\n")
-        agent.stdin.flush()
-        return json.loads(agent.stdout.readline())
+    def __init__(self, model: ModelServer) -> None:
+        self.process = subprocess.Popen(
+            [SAPC, "acp", str(HERE / "chat.sap"), *flags(model)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
 
-    request = lambda i, method: json.dumps(  # noqa: E731
-        {"jsonrpc": "2.0", "id": i, "method": method, "params": {"protocolVersion": 1}}
-    )
-    assert ask(request(0, "initialize"))["result"]["protocolVersion"] == 1
-    assert ask("this is not json")["error"]["code"] == -32700
-    assert ask(request(1, "initialize"))["error"]["code"] == -32600
-    assert ask(request(2, "no/such"))["error"]["code"] == -32601
-    assert ask(request(3, "session/prompt"))["error"]["code"] == -32602
-    # The client closes its input: the agent exits.
-    agent.stdin.close()
-    assert agent.wait(timeout=10) == 0
-    assert agent.stdout.read() == ""
+    def write(self, line: str) -> None:
+        assert self.process.stdin
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
 
+    def send(self, id_: int, method: str, params: dict[str, Any]) -> None:
+        self.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}))
 
-def test_a_client_that_leaves_mid_turn_ends_the_agent(model: ModelServer) -> None:
-    agent = subprocess.Popen(
-        [SAPC, "acp", str(HERE / "chat.sap"), *flags(model)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    assert agent.stdin and agent.stdout
-
-    def send(message: dict[str, Any]) -> None:
-        assert agent.stdin
-        agent.stdin.write(json.dumps(message) + "\n")
-        agent.stdin.flush()
-
-    def answer(id_: int) -> dict[str, Any]:
-        assert agent.stdout
+    def answer(self, id_: int | None) -> dict[str, Any]:
+        """The answer to request `id_`, the notifications before it skipped."""
+        assert self.process.stdout
         while True:
-            m = json.loads(agent.stdout.readline())
+            m = json.loads(self.process.stdout.readline())
             if m.get("id") == id_ and "method" not in m:
                 return m
 
-    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
-    answer(0)
-    send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
-    sid = answer(1)["result"]["sessionId"]
-    send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-          "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "take your time"}]}})
+    def leave(self) -> int:
+        """Closes the agent's input, as a client that goes away: its exit status."""
+        assert self.process.stdin
+        self.process.stdin.close()
+        return self.process.wait(timeout=10)
+
+
+def test_malformed_input_and_a_second_initialize_are_errors_and_eof_ends_it(
+    model: ModelServer,
+) -> None:
+    agent = Raw(model)
+
+    def ask(id_: int, method: str) -> dict[str, Any]:
+        agent.send(id_, method, {"protocolVersion": 1})
+        return agent.answer(id_)
+
+    assert ask(0, "initialize")["result"]["protocolVersion"] == 1
+    agent.write("this is not json")
+    assert agent.answer(None)["error"]["code"] == -32700
+    assert ask(1, "initialize")["error"]["code"] == -32600
+    assert ask(2, "no/such")["error"]["code"] == -32601
+    assert ask(3, "session/prompt")["error"]["code"] == -32602
+    # The client closes its input: the agent exits, having written nothing more.
+    assert agent.leave() == 0
+    assert agent.process.stdout and agent.process.stdout.read() == ""
+
+
+def test_a_client_that_leaves_mid_turn_ends_the_agent(model: ModelServer) -> None:
+    agent = Raw(model)
+    agent.send(0, "initialize", {"protocolVersion": 1})
+    agent.answer(0)
+    agent.send(1, "session/new", {"cwd": "/", "mcpServers": []})
+    sid = agent.answer(1)["result"]["sessionId"]
+    agent.send(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "take your time"}]})
     time.sleep(0.5)
     started = time.monotonic()
-    agent.stdin.close()
-    assert agent.wait(timeout=10) == 0
+    assert agent.leave() == 0
     assert time.monotonic() - started < 5
 
 
