@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
+use runtime::error::shorten;
 use runtime::observe::{AtomStatus, ModelCall, Observer, ToolCall, ToolKind};
 use serde_json::Value as JsonValue;
 use tools::client::{Answer, Answering, Client as RunClient, Permission};
@@ -142,47 +143,27 @@ fn kind(kind: ToolKind) -> acp::ToolKind {
     }
 }
 
-/// `text` cut to [`SHOWN`] characters.
-fn shown(text: &str) -> String {
-    match text.char_indices().nth(SHOWN) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A tool call's title: the tool and what it touches, or its arguments, short.
+/// A tool call's title: the extern as the program names it (`fs::read`,
+/// `notes::read_file`), and the files it touches or its arguments, short.
 fn title(call: &ToolCall) -> String {
-    let name = call.name.rsplit("::").next().unwrap_or(&call.name);
-    let what = match call.paths.first() {
-        Some(path) => path.clone(),
-        None => {
-            let values: Vec<String> = match &call.arguments {
-                JsonValue::Object(map) => map
-                    .values()
-                    .map(|v| match v {
-                        JsonValue::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let joined = values.join(", ");
-            match joined.char_indices().nth(60) {
-                Some((cut, _)) => format!("{}…", &joined[..cut]),
-                None => joined,
-            }
+    let what = match (call.paths.first(), &call.arguments) {
+        (Some(path), _) => path.clone(),
+        (None, JsonValue::Object(map)) => {
+            let values: Vec<String> = map
+                .values()
+                .map(|v| match v {
+                    JsonValue::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            shorten(&values.join(", "), 60)
         }
+        (None, _) => String::new(),
     };
-    let source = call
-        .source
-        .strip_prefix("std:")
-        .map_or_else(|| call.name.clone(), |s| s.replace('/', "::").to_string());
     if what.is_empty() {
-        source
-    } else if source.ends_with(name) {
-        format!("{source} {what}")
+        call.name.clone()
     } else {
-        format!("{source} ({name}) {what}")
+        format!("{} {what}", call.name)
     }
 }
 
@@ -233,7 +214,7 @@ impl Observer for Shown {
                 tool_call_id(id),
                 acp::ToolCallUpdateFields::new()
                     .status(status)
-                    .content(vec![shown(&text).into()])
+                    .content(vec![shorten(&text, SHOWN).into()])
                     .raw_output(raw),
             ),
         ));
