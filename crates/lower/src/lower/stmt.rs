@@ -193,6 +193,12 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.terminate(Terminator::Loop(head, span));
                 self.switch_to(exit);
             }
+            StmtKind::For { var, iter, body } if self.unrollable(iter, body) => {
+                let ExprKind::List(elements) = &iter.kind else {
+                    unreachable!("only a list literal is unrolled")
+                };
+                self.unrolled_for(var, iter, elements, body, self.src(stmt.span));
+            }
             StmtKind::For { var, iter, body } => {
                 let span = self.src(stmt.span);
                 let list_ty = self.type_of(iter);
@@ -256,6 +262,154 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 self.expr(e);
             }
         }
+    }
+
+    /// Whether `for v in iter { body }` runs as one copy of `body` per element: `iter`
+    /// is a list literal of a few scalars (`[a, 0, n]`) and `body` is small and asks the
+    /// model nothing at its own sites (no `_`, `select`, `parallel for` or `!`), so
+    /// copying it changes nothing but the code: no list is made, and the compiler sees
+    /// straight-line code. Loops inside are not copied.
+    fn unrollable(&mut self, iter: &Expr, body: &ast::Block) -> bool {
+        /// Elements of a literal unrolled at most.
+        const MOST_ELEMENTS: usize = 8;
+        /// Expressions and statements of all copies together at most.
+        const MOST_WORK: usize = 64;
+        let ExprKind::List(elements) = &iter.kind else {
+            return false;
+        };
+        if elements.is_empty() || elements.len() > MOST_ELEMENTS {
+            return false;
+        }
+        match self.type_of(iter) {
+            Type::List(element) if !element.is_heap() => {}
+            _ => return false,
+        }
+        let mut work = 0;
+        self.copyable_block(body, &mut work) && work * elements.len() <= MOST_WORK
+    }
+
+    fn copyable_block(&mut self, block: &ast::Block, work: &mut usize) -> bool {
+        block.stmts.iter().all(|stmt| {
+            *work += 1;
+            match &stmt.kind {
+                // A copy's `let` is a local of its own: a scalar one needs no release.
+                StmtKind::Let { init, .. } => {
+                    !self.type_of(init).is_heap() && self.copyable_expr(init, work)
+                }
+                StmtKind::Assign { value, .. } => self.copyable_expr(value, work),
+                StmtKind::Expr(e) => self.copyable_expr(e, work),
+                StmtKind::Return(value) => value.iter().all(|e| self.copyable_expr(e, work)),
+                StmtKind::Assert { cond, message } => {
+                    self.copyable_expr(cond, work)
+                        && message.iter().all(|e| self.copyable_expr(e, work))
+                }
+                StmtKind::Break | StmtKind::Continue => true,
+                StmtKind::While { .. } | StmtKind::For { .. } | StmtKind::Given(_) => false,
+            }
+        })
+    }
+
+    fn copyable_expr(&mut self, e: &Expr, work: &mut usize) -> bool {
+        *work += 1;
+        match &e.kind {
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Str(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Unit
+            | ExprKind::Path(_) => true,
+            ExprKind::List(items) => items.iter().all(|i| self.copyable_expr(i, work)),
+            ExprKind::StructLit { fields, .. } => fields
+                .iter()
+                .all(|f| f.value.as_ref().is_none_or(|v| self.copyable_expr(v, work))),
+            ExprKind::Call { callee, args } => {
+                self.copyable_expr(callee, work) && args.iter().all(|a| self.copyable_expr(a, work))
+            }
+            ExprKind::MethodCall { receiver, args, .. } => {
+                self.copyable_expr(receiver, work)
+                    && args.iter().all(|a| self.copyable_expr(a, work))
+            }
+            ExprKind::Field { base, .. } => self.copyable_expr(base, work),
+            ExprKind::Index { base, index } => {
+                self.copyable_expr(base, work) && self.copyable_expr(index, work)
+            }
+            ExprKind::Unary { operand, .. } => self.copyable_expr(operand, work),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.copyable_expr(lhs, work) && self.copyable_expr(rhs, work)
+            }
+            ExprKind::Paren(inner) => self.copyable_expr(inner, work),
+            ExprKind::Block(block) => self.copyable_block(block, work),
+            ExprKind::If {
+                branches,
+                else_block,
+            } => {
+                branches.iter().all(|b| {
+                    self.copyable_expr(&b.cond, work) && self.copyable_block(&b.body, work)
+                }) && else_block
+                    .as_ref()
+                    .is_none_or(|b| self.copyable_block(b, work))
+            }
+            ExprKind::Placeholder
+            | ExprKind::Inject(_)
+            | ExprKind::Select { .. }
+            | ExprKind::ParallelFor { .. } => false,
+        }
+    }
+
+    /// `for v in [a, b, c] { body }` as `body` with `v = a`, then with `v = b`, then with
+    /// `v = c`: the elements are evaluated first, in order, as the list's would be; each
+    /// copy is an iteration, counted against the budget, with its own context frame;
+    /// `continue` goes to the next copy and `break` past the last.
+    fn unrolled_for(
+        &mut self,
+        var: &ast::Ident,
+        iter: &Expr,
+        elements: &[Expr],
+        body: &ast::Block,
+        span: SrcSpan,
+    ) {
+        let ty = match self.type_of(iter) {
+            Type::List(element) => *element,
+            _ => Type::Unit,
+        };
+        let mut slots = Vec::with_capacity(elements.len());
+        for element in elements {
+            let value = self.expr(element);
+            let slot = self.new_local("for element", ty.clone());
+            self.emit_void(Op::Store(slot, value), None);
+            slots.push(slot);
+        }
+        let var_local = self.declare(iter, &var.name, ty.clone());
+        let exit = self.new_block();
+        let mut copy = self.new_block();
+        self.terminate(Terminator::Jump(copy));
+        for (k, slot) in slots.iter().enumerate() {
+            let next = if k + 1 < slots.len() {
+                self.new_block()
+            } else {
+                exit
+            };
+            let step = self.new_block();
+            self.switch_to(copy);
+            let saved = self.enter_iteration();
+            let value = self.emit(Op::Load(*slot), ty.clone(), None);
+            self.emit_void(Op::Store(var_local, value), None);
+            self.loops.push(LoopTarget {
+                continue_to: step,
+                continue_iterates: false,
+                break_to: exit,
+                span,
+                saved_context: saved,
+            });
+            self.lower_block(body);
+            self.loops.pop();
+            self.restore_context(saved);
+            self.terminate(Terminator::Jump(step));
+            self.switch_to(step);
+            self.terminate(Terminator::Loop(next, span));
+            copy = next;
+        }
+        self.switch_to(exit);
     }
 
     /// When `value` is `push(xs, x)` or `set(xs, i, x)` of the standard externs, with
