@@ -30,8 +30,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
+
+mod sqlite;
+
+pub use sqlite::{Listing, Row, forget, read};
 
 /// The schema's version; a journal from another version is refused, not misread.
 const VERSION: i64 = 1;
@@ -123,29 +126,7 @@ impl std::fmt::Display for JournalError {
 
 impl std::error::Error for JournalError {}
 
-fn storage(path: &Path) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
-    move |e| {
-        if let rusqlite::Error::SqliteFailure(f, _) = &e
-            && matches!(
-                f.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            )
-        {
-            return JournalError::Busy(path.to_owned());
-        }
-        if let rusqlite::Error::SqliteFailure(f, _) = &e
-            && f.code == rusqlite::ErrorCode::NotADatabase
-        {
-            return JournalError::Storage(format!(
-                "{} is not a sap journal (not an SQLite database)",
-                path.display()
-            ));
-        }
-        JournalError::Storage(format!("the journal {}: {e}", path.display()))
-    }
-}
-
-/// An entry as loaded when the journal is opened.
+/// An entry as the journal keeps it in memory.
 #[derive(Clone, Debug)]
 struct Entry {
     kind: String,
@@ -154,6 +135,61 @@ struct Entry {
     answer: Option<String>,
     name: String,
     site: String,
+}
+
+/// One journaled call as a [`Store`] keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub kind: String,
+    pub name: String,
+    pub site: String,
+    pub path: String,
+    /// The request's SHA-256.
+    pub hash: Vec<u8>,
+    pub request: String,
+    /// `None` for a call that started and has not finished.
+    pub answer: Option<String>,
+}
+
+impl Record {
+    fn entry(&self) -> Entry {
+        Entry {
+            kind: self.kind.clone(),
+            hash: self.hash.clone(),
+            answer: self.answer.clone(),
+            name: self.name.clone(),
+            site: self.site.clone(),
+        }
+    }
+}
+
+/// A store's records, by key.
+pub type Records = Vec<(Vec<u8>, Record)>;
+
+/// Where a journal's entries are kept: an SQLite file (`--journal`), or a
+/// durable-execution engine's own journal (Restate). The [`Journal`] decides what is
+/// reused, what diverges and what is in flight; a store only keeps what it is given.
+pub trait Store: Send + Sync {
+    /// The journal, as messages name it: "the journal runs/a.db".
+    fn name(&self) -> String;
+    /// What a user does to make the call at `position` (`1.0.3`) run again, when it
+    /// started and its end was never recorded.
+    fn forget_hint(&self, position: &str) -> String;
+    /// What a user does when the program no longer matches the journal.
+    fn divergence_hint(&self) -> String;
+    /// Keeps `record` at `key` (a position, [`key`]), replacing what was there; durably
+    /// before returning unless `durable` is false (a `print`'s record).
+    fn put(&self, key: &[u8], record: &Record, durable: bool) -> Result<(), JournalError>;
+    /// Forgets the entry at `key`.
+    fn delete(&self, key: &[u8]) -> Result<(), JournalError>;
+    /// Forgets the entries at `keys`, all or none.
+    fn delete_all(&self, keys: &[Vec<u8>]) -> Result<(), JournalError> {
+        keys.iter().try_for_each(|k| self.delete(k))
+    }
+    /// The request journaled at `key`.
+    fn request_at(&self, key: &[u8]) -> Result<String, JournalError>;
+    /// The run ended: the journal is not resumed again.
+    fn finish(&self) -> Result<(), JournalError>;
 }
 
 /// What a resumed run took from the journal (for `--stats` and tests).
@@ -176,35 +212,35 @@ struct State {
 }
 
 pub struct Journal {
-    path: PathBuf,
-    /// This run's number: 1 for the first, 2 for the first resume, ….
-    run: i64,
+    /// For [`Journal::path`]: the SQLite file, when the store is one.
+    path: Option<PathBuf>,
     policy: Policy,
-    conn: Mutex<Connection>,
+    store: Box<dyn Store>,
     state: Mutex<State>,
-    /// The run's lock on the file: one run per journal at a time.
-    _lock: std::fs::File,
 }
 
 /// A position as a key that sorts like the position: big-endian `u32`s compare as
 /// SQLite compares BLOBs (bytes, then length), i.e. lexicographically.
-fn key(position: &[u32]) -> Vec<u8> {
+pub fn key(position: &[u32]) -> Vec<u8> {
     position.iter().flat_map(|n| n.to_be_bytes()).collect()
 }
 
-fn position_of(key: &[u8]) -> String {
+/// A key as the position it is, as `sapc journal show` prints it: `1.0.3`.
+pub fn position_of(key: &[u8]) -> String {
     key.chunks(4)
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]).to_string())
         .collect::<Vec<_>>()
         .join(".")
 }
 
-fn parse_position(text: &str) -> Option<Vec<u8>> {
+/// The key of a position printed as `1.0.3`.
+pub fn parse_position(text: &str) -> Option<Vec<u8>> {
     let parts: Option<Vec<u32>> = text.split('.').map(|p| p.parse().ok()).collect();
     parts.map(|p| key(&p))
 }
 
-fn hash(request: &str) -> Vec<u8> {
+/// A request's SHA-256, as records keep it.
+pub fn hash(request: &str) -> Vec<u8> {
     Sha256::digest(request.as_bytes()).to_vec()
 }
 
@@ -214,155 +250,43 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Takes the run's lock on the journal: an advisory lock on the file, held while the
-/// returned handle lives. (SQLite's own locks are per transaction; readers such as
-/// `sapc journal show` still read while a run writes.)
-fn hold(path: &Path) -> Result<std::fs::File, JournalError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| JournalError::Storage(format!("the journal {}: {e}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(JournalError::Busy(path.to_owned())),
-        Err(std::fs::TryLockError::Error(e)) => Err(JournalError::Storage(format!(
-            "the journal {}: cannot lock it: {e}",
-            path.display()
-        ))),
-    }
-}
-
-fn open_connection(path: &Path) -> Result<(Connection, std::fs::File), JournalError> {
-    let err = storage(path);
-    let conn = Connection::open(path).map_err(&err)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(&err)?;
-    let lock = hold(path)?;
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .map_err(&err)?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(JournalError::Storage(format!(
-            "the journal {}: SQLite would not use WAL mode here ({mode})",
-            path.display()
-        )));
-    }
-    conn.pragma_update(None, "synchronous", "FULL")
-        .map_err(&err)?;
-    Ok((conn, lock))
-}
-
 impl Journal {
-    /// Opens (or creates) the journal at `path` for `program` (its canonical path).
+    /// Opens (or creates) the SQLite journal at `path` for `program` (its canonical path).
     pub fn open(path: &Path, program: &str, policy: Policy) -> Result<Journal, JournalError> {
-        let (conn, lock) = open_connection(path)?;
-        let err = storage(path);
-        conn.execute_batch(
-            "BEGIN IMMEDIATE;
-             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS calls (
-                 position BLOB PRIMARY KEY,
-                 kind TEXT NOT NULL,
-                 name TEXT NOT NULL,
-                 site TEXT NOT NULL,
-                 path TEXT NOT NULL,
-                 hash BLOB NOT NULL,
-                 request TEXT NOT NULL,
-                 answer TEXT,
-                 at_ms INTEGER NOT NULL,
-                 run INTEGER NOT NULL
-             ) WITHOUT ROWID;",
-        )
-        .map_err(&err)?;
-        let meta = |k: &str| -> Result<Option<String>, JournalError> {
-            conn.query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| r.get(0))
-                .optional()
-                .map_err(&err)
-        };
-        match meta("version")? {
-            None => {}
-            Some(v) if v == VERSION.to_string() => {}
-            Some(v) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(JournalError::Storage(format!(
-                    "the journal {} has format version {v}; this sapc reads version {VERSION}",
-                    path.display()
-                )));
-            }
-        }
-        if let Some(other) = meta("program")?
-            && other != program
-        {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(JournalError::Mismatch(format!(
-                "the journal {} belongs to a run of {other}, not of {program}",
-                path.display()
-            )));
-        }
-        if meta("finished")?.is_some() {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(JournalError::Mismatch(format!(
-                "the journal {} holds a run that finished: there is nothing to resume; give another path to start a new run, or see it with `sapc journal show {}`",
-                path.display(),
-                path.display()
-            )));
-        }
-        let run: i64 = meta("runs")?.and_then(|r| r.parse().ok()).unwrap_or(0) + 1;
-        for (k, v) in [
-            ("version", VERSION.to_string()),
-            ("program", program.to_owned()),
-            ("runs", run.to_string()),
-        ] {
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![k, v],
-            )
-            .map_err(&err)?;
-        }
-        conn.execute_batch("COMMIT").map_err(&err)?;
-        let mut entries = HashMap::new();
-        {
-            let mut stmt = conn
-                .prepare("SELECT position, kind, hash, answer, name, site FROM calls")
-                .map_err(&err)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, Vec<u8>>(0)?,
-                        Entry {
-                            kind: r.get(1)?,
-                            hash: r.get(2)?,
-                            answer: r.get(3)?,
-                            name: r.get(4)?,
-                            site: r.get(5)?,
-                        },
-                    ))
-                })
-                .map_err(&err)?;
-            for row in rows {
-                let (k, e) = row.map_err(&err)?;
-                entries.insert(k, e);
-            }
-        }
-        Ok(Journal {
-            path: path.to_owned(),
-            run,
+        let (store, records) = sqlite::SqliteStore::open(path, program)?;
+        let mut journal = Journal::with_store(Box::new(store), records, policy);
+        journal.path = Some(path.to_owned());
+        Ok(journal)
+    }
+
+    /// A journal over `store`, holding `records` (what the store had, by key).
+    pub fn with_store(
+        store: Box<dyn Store>,
+        records: impl IntoIterator<Item = (Vec<u8>, Record)>,
+        policy: Policy,
+    ) -> Journal {
+        let entries = records.into_iter().map(|(k, r)| (k, r.entry())).collect();
+        Journal {
+            path: None,
             policy,
-            conn: Mutex::new(conn),
-            _lock: lock,
+            store,
             state: Mutex::new(State {
                 entries,
                 diverged_at: None,
                 served: HashSet::new(),
                 resumed: Resumed::default(),
             }),
-        })
+        }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The journal, as messages name it ("the journal runs/a.db").
+    pub fn name(&self) -> String {
+        self.store.name()
+    }
+
+    /// The SQLite file, when the journal is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// What this run has taken from the journal so far.
@@ -372,10 +296,6 @@ impl Journal {
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The answer the journal holds for `call`, if it may be used. A call that does not
@@ -392,7 +312,7 @@ impl Journal {
         };
         if entry.kind != call.kind.as_str() || entry.hash != hash(call.request) {
             let old = self.request_at(&k)?;
-            let message = divergence(call, entry, &old, &self.path);
+            let message = divergence(call, entry, &old, self.store.as_ref());
             return match self.policy {
                 Policy::Stop => Err(JournalError::Diverged(message)),
                 Policy::RerunChanged => {
@@ -406,11 +326,10 @@ impl Journal {
                 return Ok(Found::New);
             }
             return Err(JournalError::InFlight(format!(
-                "`{}` ({}) had started when the journaled run stopped, and its end was never recorded: it may have had its effect. Check, then run `sapc journal forget {} {}` to call it again (or declare it `idempotent extern fn` if calling it twice is harmless)",
+                "`{}` ({}) had started when the journaled run stopped, and its end was never recorded: it may have had its effect. Check, then {} to call it again (or declare it `idempotent extern fn` if calling it twice is harmless)",
                 call.name,
                 call.site,
-                self.path.display(),
-                position_of(&k)
+                self.store.forget_hint(&position_of(&k))
             )));
         };
         state.served.insert(k);
@@ -425,11 +344,7 @@ impl Journal {
     }
 
     fn request_at(&self, k: &[u8]) -> Result<String, JournalError> {
-        self.lock_conn()
-            .query_row("SELECT request FROM calls WHERE position = ?1", [k], |r| {
-                r.get(0)
-            })
-            .map_err(storage(&self.path))
+        self.store.request_at(k)
     }
 
     /// Forgets every entry at or after `from` that this run has not used.
@@ -440,13 +355,7 @@ impl Journal {
             .filter(|k| k.as_slice() >= from && !state.served.contains(*k))
             .cloned()
             .collect();
-        let mut conn = self.lock_conn();
-        let tx = conn.transaction().map_err(storage(&self.path))?;
-        for k in &stale {
-            tx.execute("DELETE FROM calls WHERE position = ?1", [k])
-                .map_err(storage(&self.path))?;
-        }
-        tx.commit().map_err(storage(&self.path))?;
+        self.store.delete_all(&stale)?;
         for k in &stale {
             state.entries.remove(k);
         }
@@ -474,9 +383,7 @@ impl Journal {
     /// Forgets a call that failed, so the next run calls it again.
     pub fn failed(&self, call: &Call<'_>) -> Result<(), JournalError> {
         let k = key(call.position);
-        self.lock_conn()
-            .execute("DELETE FROM calls WHERE position = ?1", [&k])
-            .map_err(storage(&self.path))?;
+        self.store.delete(&k)?;
         self.lock_state().entries.remove(&k);
         Ok(())
     }
@@ -488,68 +395,29 @@ impl Journal {
         durable: bool,
     ) -> Result<(), JournalError> {
         let k = key(call.position);
-        let h = hash(call.request);
-        {
-            let conn = self.lock_conn();
-            let err = storage(&self.path);
-            if !durable {
-                conn.pragma_update(None, "synchronous", "NORMAL")
-                    .map_err(&err)?;
-            }
-            let result = conn.execute(
-                "INSERT INTO calls (position, kind, name, site, path, hash, request, answer, at_ms, run)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (position) DO UPDATE SET kind = excluded.kind, name = excluded.name,
-                   site = excluded.site, path = excluded.path, hash = excluded.hash,
-                   request = excluded.request, answer = excluded.answer, at_ms = excluded.at_ms",
-                params![
-                    k,
-                    call.kind.as_str(),
-                    call.name,
-                    call.site,
-                    call.path,
-                    h,
-                    call.request,
-                    answer,
-                    now_ms(),
-                    self.run
-                ],
-            );
-            if !durable {
-                conn.pragma_update(None, "synchronous", "FULL")
-                    .map_err(&err)?;
-            }
-            result.map_err(&err)?;
-        }
-        self.lock_state().entries.insert(
-            k,
-            Entry {
-                kind: call.kind.as_str().to_owned(),
-                hash: h,
-                answer: answer.map(str::to_owned),
-                name: call.name.to_owned(),
-                site: call.site.to_owned(),
-            },
-        );
+        let record = Record {
+            kind: call.kind.as_str().to_owned(),
+            name: call.name.to_owned(),
+            site: call.site.to_owned(),
+            path: call.path.to_owned(),
+            hash: hash(call.request),
+            request: call.request.to_owned(),
+            answer: answer.map(str::to_owned),
+        };
+        self.store.put(&k, &record, durable)?;
+        self.lock_state().entries.insert(k, record.entry());
         Ok(())
     }
 
     /// Marks the run finished: the journal is not resumed again.
     pub fn finish_run(&self) -> Result<(), JournalError> {
-        self.lock_conn()
-            .execute(
-                "INSERT INTO meta (key, value) VALUES ('finished', ?1)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [now_ms().to_string()],
-            )
-            .map_err(storage(&self.path))?;
-        Ok(())
+        self.store.finish()
     }
 }
 
 /// The message for a call that no longer matches its journal entry: the site, and the
 /// first line where the old and the new request differ.
-fn divergence(call: &Call<'_>, entry: &Entry, old: &str, path: &Path) -> String {
+fn divergence(call: &Call<'_>, entry: &Entry, old: &str, store: &dyn Store) -> String {
     let what = if entry.kind != call.kind.as_str() {
         format!(
             "the journal has a {} call of `{}` ({}) there, and the program now makes a {} call of `{}`",
@@ -568,8 +436,8 @@ fn divergence(call: &Call<'_>, entry: &Entry, old: &str, path: &Path) -> String 
         )
     };
     format!(
-        "the program no longer matches the journal {}: the {} call of `{}` at {}{} diverges; {what}\nRun with `--journal-policy rerun-changed` to call the model (and the tools) again from this call on, or give another journal path to start over",
-        path.display(),
+        "the program no longer matches {}: the {} call of `{}` at {}{} diverges; {what}\n{}",
+        store.name(),
         call.kind.as_str(),
         call.name,
         call.site,
@@ -577,7 +445,8 @@ fn divergence(call: &Call<'_>, entry: &Entry, old: &str, path: &Path) -> String 
             String::new()
         } else {
             format!(" (path {})", call.path)
-        }
+        },
+        store.divergence_hint()
     )
 }
 
@@ -592,89 +461,6 @@ fn first_difference<'a>(a: &'a str, b: &'a str) -> (usize, &'a str, &'a str) {
             (x, y) => return (n, x.unwrap_or("(nothing)"), y.unwrap_or("(nothing)")),
         }
     }
-}
-
-/// One row of `sapc journal show`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub position: String,
-    pub kind: String,
-    pub name: String,
-    pub site: String,
-    pub path: String,
-    /// `None` for a call that started and never finished.
-    pub answer: Option<String>,
-    pub at_ms: i64,
-}
-
-/// A journal's metadata (program, runs, finished) and its calls.
-pub type Listing = (Vec<(String, String)>, Vec<Row>);
-
-/// What `sapc journal show` prints: the program, whether it finished, and the calls in
-/// program order. Opens the file read-only; a running run's journal is busy.
-pub fn read(path: &Path) -> Result<Listing, JournalError> {
-    if !path.exists() {
-        return Err(JournalError::Storage(format!(
-            "there is no journal at {}",
-            path.display()
-        )));
-    }
-    let err = storage(path);
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
-        .map_err(&err)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(&err)?;
-    let meta = {
-        let mut stmt = conn
-            .prepare("SELECT key, value FROM meta ORDER BY key")
-            .map_err(&err)?;
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(&err)?
-            .collect::<Result<Vec<(String, String)>, _>>()
-            .map_err(&err)?
-    };
-    let mut stmt = conn
-        .prepare(
-            "SELECT position, kind, name, site, path, answer, at_ms FROM calls ORDER BY position",
-        )
-        .map_err(&err)?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok(Row {
-                position: position_of(&r.get::<_, Vec<u8>>(0)?),
-                kind: r.get(1)?,
-                name: r.get(2)?,
-                site: r.get(3)?,
-                path: r.get(4)?,
-                answer: r.get(5)?,
-                at_ms: r.get(6)?,
-            })
-        })
-        .map_err(&err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(&err)?;
-    Ok((meta, rows))
-}
-
-/// Forgets the entry at `position` (`1.0.3`, as `sapc journal show` prints it): the next
-/// run makes that call again. Returns whether there was one.
-pub fn forget(path: &Path, position: &str) -> Result<bool, JournalError> {
-    let k = parse_position(position).ok_or_else(|| {
-        JournalError::Storage(format!(
-            "`{position}` is not a position (numbers separated by dots, as `sapc journal show` prints them)"
-        ))
-    })?;
-    if !path.exists() {
-        return Err(JournalError::Storage(format!(
-            "there is no journal at {}",
-            path.display()
-        )));
-    }
-    let (conn, _lock) = open_connection(path)?;
-    let n = conn
-        .execute("DELETE FROM calls WHERE position = ?1", [&k])
-        .map_err(storage(path))?;
-    Ok(n > 0)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod atom_plan;
 pub mod budget;
 pub mod call;
 pub mod context;
+pub mod durable;
 pub mod error;
 pub mod lenient;
 pub mod observe;

@@ -52,6 +52,23 @@ pub fn swap(saved: &mut Saved) {
     CURSOR.with(|c| std::mem::swap(&mut *c.borrow_mut(), &mut saved.0));
 }
 
+/// Runs `f` with a numbering of its own from the start (`[0]`, `[1]`, …), as a new
+/// run's: a served call's positions do not depend on the calls before it on this
+/// thread. The thread's own numbering is restored afterwards.
+pub fn fresh<T>(f: impl FnOnce() -> T) -> T {
+    let saved = CURSOR.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    struct Restore(Option<Cursor>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(saved) = self.0.take() {
+                CURSOR.with(|c| *c.borrow_mut() = saved);
+            }
+        }
+    }
+    let _restore = Restore(Some(saved));
+    f()
+}
+
 /// Runs `f` as iteration `index` of the fan-out at `fan_out`, on whatever thread: its
 /// calls are numbered from 0 under `[fan_out…, index]`. The thread's own numbering is
 /// restored afterwards.

@@ -232,6 +232,7 @@ struct Locals {
     order: order::Saved,
     open: context::OpenFrames,
     cancel: Option<crate::observe::Cancel>,
+    journal: Option<std::sync::Arc<journal::Journal>>,
 }
 
 impl Locals {
@@ -240,6 +241,7 @@ impl Locals {
         order::swap(&mut self.order);
         context::swap_open(&mut self.open);
         crate::observe::swap_call_cancel(&mut self.cancel);
+        crate::durable::swap_call_journal(&mut self.journal);
     }
 }
 
@@ -251,6 +253,8 @@ struct Shared<'f, T, F, G> {
     fan_out: order::Position,
     /// The caller's call cancel, which every iteration carries.
     cancel: Option<crate::observe::Cancel>,
+    /// The caller's call journal, which every iteration carries.
+    journal: Option<std::sync::Arc<journal::Journal>>,
     f: &'f F,
     failed: &'f G,
     results: Mutex<Vec<Option<T>>>,
@@ -271,6 +275,7 @@ where
         // The iterations' model calls are numbered under this fan-out, by index.
         fan_out: order::fan_out(),
         cancel: crate::observe::call_cancel(),
+        journal: crate::durable::call_journal(),
         f: &f,
         failed: &failed,
         results: Mutex::new((0..n).map(|_| None).collect()),
@@ -431,7 +436,9 @@ where
     let f = shared.f;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::observe::with_call_cancel(shared.cancel.clone(), || {
-            order::within(&shared.fan_out, i as u32, || f(i))
+            crate::durable::carrying(shared.journal.clone(), || {
+                order::within(&shared.fan_out, i as u32, || f(i))
+            })
         })
     }))
     .ok()

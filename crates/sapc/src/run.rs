@@ -130,7 +130,9 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             let r = journal.resumed();
             eprintln!(
                 "journal {}: {} model calls, {} extern calls, {} inputs and {} printed lines taken from earlier runs",
-                journal.path().display(),
+                journal
+                    .path()
+                    .map_or_else(|| journal.name(), |p| p.display().to_string()),
                 r.llm_calls,
                 r.extern_calls,
                 r.inputs,

@@ -449,6 +449,12 @@ impl Host {
         runtime::tasks::block_on(tokio, Box::pin(raced)).ok_or_else(|| cancelled(span))
     }
 
+    /// The journal a call made now goes through: the run's (`--journal`), else the
+    /// journal of the call this thread of control runs (a served invocation's).
+    fn call_journal(&self) -> Option<Arc<Journal>> {
+        self.journal.clone().or_else(runtime::durable::call_journal)
+    }
+
     /// `file:line:column` of a span, for the journal.
     fn site_text(&self, span: Option<SrcSpan>) -> String {
         span.map(|s| {
@@ -468,7 +474,7 @@ impl Host {
         span: Option<SrcSpan>,
         call: impl FnOnce() -> Result<Value, ExecError>,
     ) -> Result<Value, ExecError> {
-        let Some(j) = &self.journal else {
+        let Some(j) = self.call_journal() else {
             return call();
         };
         let (ret, idempotent) = match self.declared.get(name) {
@@ -551,7 +557,7 @@ impl Host {
         span: Option<SrcSpan>,
         act: impl FnOnce() -> Result<String, ExecError>,
     ) -> Result<String, ExecError> {
-        let Some(j) = &self.journal else {
+        let Some(j) = self.call_journal() else {
             return act();
         };
         let position = runtime::order::next_call();

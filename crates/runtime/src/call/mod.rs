@@ -317,7 +317,10 @@ impl Runtime {
         shape: &AnswerShape,
         facts: &mut Facts,
     ) -> Result<Interpreted, RuntimeError> {
-        let Some(journal) = &self.journal else {
+        // The run's journal, else the journal of the call this runs in (a served
+        // procedure's invocation): this future is polled on the program's thread of
+        // control (`tasks::block_on`), which carries it.
+        let Some(journal) = self.journal.clone().or_else(crate::durable::call_journal) else {
             return self
                 .ask_model(site, request, shape, facts)
                 .await
