@@ -87,12 +87,28 @@ enum Command {
     /// in the session's context. Takes `run`'s flags; `--journal DIR` keeps sessions
     /// there, for `session/load` after a restart.
     Acp(Box<args::RunArgs>),
+    /// Serve a program's `export fn`s as a durable service on Restate: each function a
+    /// handler of the service named after the file, each model, tool and I/O call a step
+    /// of the invocation's journal. Takes `run`'s flags (`--journal` excepted: Restate
+    /// keeps the journal)
+    Serve(Box<ServeArgs>),
     /// MCP servers: import their tools as a typed sap module, list them, or serve a
     /// program's `export fn`s as one.
     Mcp {
         #[command(subcommand)]
         command: mcp::McpCommand,
     },
+}
+
+/// `sapc serve --restate HOST:PORT FILE [flags]`.
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The address to serve Restate's requests at, as HOST:PORT (`127.0.0.1:9080`);
+    /// workers of the same program may share it
+    #[arg(long, value_name = "HOST:PORT", required = true)]
+    restate: String,
+    #[command(flatten)]
+    run: args::RunArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -134,6 +150,7 @@ fn main() -> ExitCode {
         Command::Run(args) => ExitCode::from(run::run(*args)),
         Command::Test(args) => ExitCode::from(test::run(*args)),
         Command::Acp(args) => ExitCode::from(serve_acp(*args)),
+        Command::Serve(args) => ExitCode::from(serve_restate(*args)),
         Command::Mcp { command } => ExitCode::from(mcp::run(command)),
         Command::Gen { command } => ExitCode::from(codegen_python::run(command)),
         Command::Trace { command } => ExitCode::from(trace::run(command)),
@@ -148,6 +165,21 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `sapc serve --restate HOST:PORT FILE [flags]`.
+fn serve_restate(args: ServeArgs) -> u8 {
+    if args.run.engine != "jit" {
+        eprintln!("error: `sapc serve` runs native code only (`--engine jit`)");
+        return exit::USAGE;
+    }
+    if !args.run.args.is_empty() {
+        eprintln!(
+            "error: `sapc serve` takes no program arguments: each invocation's body holds them"
+        );
+        return exit::USAGE;
+    }
+    restate::serve(&args.run.file, &args.restate, args.run.options())
 }
 
 /// `sapc acp FILE [flags]`.

@@ -176,6 +176,34 @@ pub fn key(inputs: &Inputs, target: &str) -> String {
     format!("{a:016x}{b:016x}")
 }
 
+/// The program's identity across machines: what the build cache keys on (this sapc
+/// release, the prelude, each file's name and bytes), without what is this machine's
+/// own (the binary's build time, the CPU, the folder the files are in). Workers that run
+/// the same files with the same release agree on it: a served program's version.
+pub fn program_identity(inputs: &Inputs) -> String {
+    let mut bytes = Vec::new();
+    let mut put = |b: &[u8]| {
+        bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(b);
+    };
+    put(env!("CARGO_PKG_VERSION").as_bytes());
+    for (name, text) in hir::PRELUDE {
+        put(name.as_bytes());
+        put(text.as_bytes());
+    }
+    for (path, read) in &inputs.files {
+        put(path.file_name().unwrap_or_default().as_encoded_bytes());
+        match read {
+            Ok(bytes) => put(bytes),
+            Err(why) => put(format!("\0unreadable: {why}").as_bytes()),
+        }
+    }
+    let a = native_module::checksum(&bytes);
+    bytes.reverse();
+    let b = native_module::checksum(&bytes);
+    format!("{a:016x}{b:016x}")
+}
+
 fn entry(key: &str) -> PathBuf {
     dir().join(format!("{key}.sapm"))
 }
