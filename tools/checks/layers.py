@@ -45,9 +45,12 @@ MAY_USE = {
     # The editor's agent (`sapc acp`): another front end over `session`; it shows the
     # run's calls (`runtime::observe`) and is the standard tools' client (`tools`).
     "acp": {"session", "codegen-jit", "runtime", "tools", "ir"},
+    # Procedures on Restate (`sapc serve --restate`): another front end over `session`;
+    # each invocation's journal (`journal`'s logic) is kept in Restate's.
+    "restate": {"session", "codegen-jit", "runtime", "journal"},
     "sapc": {
         "syntax", "builtins", "hir", "ir", "lower", "llm", "runtime", "tools", "journal",
-        "codegen-jit", "lsp", "session", "acp",
+        "codegen-jit", "lsp", "session", "acp", "restate",
     },
 }
 # Tests may also use these: `runtime`'s and `codegen-jit`'s tests drive real providers

@@ -44,6 +44,9 @@ use store::{Op, RestateStore, Write};
 const ERRORS: u8 = 1;
 const USAGE: u8 = 2;
 
+/// Invocations a connection from Restate carries at once.
+const STREAMS_PER_CONNECTION: u32 = 16;
+
 /// What every invocation of the service shares.
 struct Shared {
     loaded: Arc<Loaded>,
@@ -175,6 +178,10 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
                 let _ = hyper::server::conn::http2::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
                 )
+                // Restate opens another connection when one is full: with a few streams
+                // each, its load is over several connections, which the kernel spreads
+                // over the workers sharing the address.
+                .max_concurrent_streams(STREAMS_PER_CONNECTION)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), answer)
                 .await;
             });

@@ -70,6 +70,18 @@ pub fn acp_clients() -> &'static Path {
     })
 }
 
+/// Restate's server and CLI (npm), installed by `tools/restate/setup.sh`: the cache
+/// folder they are in.
+pub fn restate() -> &'static Path {
+    static RESTATE: OnceLock<PathBuf> = OnceLock::new();
+    RESTATE.get_or_init(|| {
+        set_up(
+            "restate/setup.sh",
+            "node/npm with network access to the registry",
+        )
+    })
+}
+
 /// The Python of the venv that has the `mcp` SDK.
 pub fn python() -> String {
     cache().join("venv/bin/python").display().to_string()
