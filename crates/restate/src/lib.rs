@@ -366,7 +366,7 @@ async fn invoke(
     let (loaded, host) = (shared.loaded.clone(), shared.host.clone());
     let call = tokio::task::spawn_blocking(move || {
         codegen_jit::on_big_stack(|| {
-            runtime::durable::with_call_journal(Some(journal), || {
+            runtime::durable::with_call_scope(Some(journal), || {
                 loaded.call_on_this_thread(&host, &function, &arguments, None)
             })
         })

@@ -52,9 +52,14 @@ pub(crate) struct Meter {
 
 impl Meter {
     pub fn new(budgets: Budgets) -> Meter {
+        Meter::since(budgets, Instant::now())
+    }
+
+    /// A meter whose wall-time budget counts from `started`.
+    pub fn since(budgets: Budgets, started: Instant) -> Meter {
         Meter {
             budgets,
-            started: Instant::now(),
+            started,
             calls: AtomicU64::new(0),
             input: AtomicU64::new(0),
             output: AtomicU64::new(0),

@@ -232,7 +232,7 @@ struct Locals {
     order: order::Saved,
     open: context::OpenFrames,
     cancel: Option<crate::observe::Cancel>,
-    journal: Option<std::sync::Arc<journal::Journal>>,
+    scope: Option<std::sync::Arc<crate::durable::CallScope>>,
 }
 
 impl Locals {
@@ -241,7 +241,7 @@ impl Locals {
         order::swap(&mut self.order);
         context::swap_open(&mut self.open);
         crate::observe::swap_call_cancel(&mut self.cancel);
-        crate::durable::swap_call_journal(&mut self.journal);
+        crate::durable::swap(&mut self.scope);
     }
 }
 
@@ -253,8 +253,9 @@ struct Shared<'f, T, F, G> {
     fan_out: order::Position,
     /// The caller's call cancel, which every iteration carries.
     cancel: Option<crate::observe::Cancel>,
-    /// The caller's call journal, which every iteration carries.
-    journal: Option<std::sync::Arc<journal::Journal>>,
+    /// The caller's call scope (a served call's journal and budgets), which every
+    /// iteration carries.
+    scope: Option<std::sync::Arc<crate::durable::CallScope>>,
     f: &'f F,
     failed: &'f G,
     results: Mutex<Vec<Option<T>>>,
@@ -275,7 +276,7 @@ where
         // The iterations' model calls are numbered under this fan-out, by index.
         fan_out: order::fan_out(),
         cancel: crate::observe::call_cancel(),
-        journal: crate::durable::call_journal(),
+        scope: crate::durable::current(),
         f: &f,
         failed: &failed,
         results: Mutex::new((0..n).map(|_| None).collect()),
@@ -436,7 +437,7 @@ where
     let f = shared.f;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::observe::with_call_cancel(shared.cancel.clone(), || {
-            crate::durable::carrying(shared.journal.clone(), || {
+            crate::durable::carrying(shared.scope.clone(), || {
                 order::within(&shared.fan_out, i as u32, || f(i))
             })
         })

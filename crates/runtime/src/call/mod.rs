@@ -383,18 +383,24 @@ impl Runtime {
         shape: &AnswerShape,
         facts: &mut Facts,
     ) -> Result<(Interpreted, String), RuntimeError> {
+        // A served call's budgets are its own (`durable`); a run's are the runtime's.
+        let scope = crate::durable::current();
+        let meter = match &scope {
+            Some(scope) => scope.meter(&self.meter.budgets),
+            None => &self.meter,
+        };
         let mut last_answer: Option<String> = None;
         let mut last_rung: Option<&'static str> = None;
         let mut reason = String::new();
         for attempt in 0..=self.config.max_reasks {
-            self.meter.start_request(site)?;
+            meter.start_request(site)?;
             let started = Instant::now();
             let call = self.provider.complete(&request);
-            let result = match self.meter.time_left() {
+            let result = match meter.time_left() {
                 Some(left) => match tokio::time::timeout(left, call).await {
                     Ok(r) => r,
                     Err(_) => {
-                        return Err(self.meter.check_time(site).err().unwrap_or_else(|| {
+                        return Err(meter.check_time(site).err().unwrap_or_else(|| {
                             RuntimeError::new(
                                 ErrorKind::Budget,
                                 Some(site),
@@ -439,9 +445,7 @@ impl Runtime {
                     return Err(error);
                 }
             };
-            let budget = self
-                .meter
-                .finish_request(site, response.usage, response.retries, latency);
+            let budget = meter.finish_request(site, response.usage, response.retries, latency);
             facts.attempts += 1;
             facts.input_tokens += response.usage.input;
             facts.output_tokens += response.usage.output;
@@ -489,7 +493,7 @@ impl Runtime {
                 (Err(message), Finish::Length) if attempt < self.config.max_reasks => {
                     reason = message;
                     last_answer = Some(raw.clone());
-                    self.meter.count_reask();
+                    meter.count_reask();
                     request.corrections.push(Correction {
                         answer: echoed(&raw),
                         message: "Your answer was cut off at the output limit. Answer again, briefly, with JSON that matches the schema.".to_owned(),
@@ -510,7 +514,7 @@ impl Runtime {
                     reason = message;
                     last_answer = Some(raw.clone());
                     if attempt < self.config.max_reasks {
-                        self.meter.count_reask();
+                        meter.count_reask();
                         request.corrections.push(Correction {
                             answer: echoed(&raw),
                             message: format!(

@@ -153,7 +153,8 @@ class Worker:
 
     count = 0
 
-    def __init__(self, scratch: str, port: int, model: Steps, program: str = PROGRAM):
+    def __init__(self, scratch: str, port: int, model: Steps, program: str = PROGRAM,
+                 flags: tuple[str, ...] = ()):
         Worker.count += 1
         self.name = f"worker{Worker.count}"
         self.out_path = os.path.join(scratch, f"{self.name}.out")
@@ -163,7 +164,7 @@ class Worker:
         env = dict(os.environ, SAP_CACHE_DIR=os.path.join(scratch, "cache"))
         self.process = subprocess.Popen(
             [SAPC, "serve", "--restate", f"127.0.0.1:{port}", "--provider", "openai",
-             "--base-url", model.server.url, "--model", "test", program],
+             "--base-url", model.server.url, "--model", "test", *flags, program],
             env=env, stdout=self.out, stderr=self.err,
         )
         self.uri = wait_until(self.registration, f"{self.name} to serve", 60)
@@ -351,6 +352,25 @@ def test_input_that_does_not_fit_is_a_terminal_error(restate, scratch):
     status, body = invoke(restate, "summaries", {"tickets": ["a", "b", "c"]})
     assert (status, body) == (200, ["xxx", "xxx", "xxx"]), (status, body)
     w.close()
+    model.server.close()
+
+
+def test_budgets_count_per_invocation(restate, scratch):
+    """`--max-calls` bounds each invocation, not the worker's life: a procedure of three
+    calls runs under a budget of three again and again; under two it ends with a
+    terminal error naming the budget, not retried."""
+    model = Steps()
+    w = Worker(scratch, free_port(), model, flags=("--max-calls", "3"))
+    restate.register(w.uri)
+    for i in range(3):
+        status, body = invoke(restate, "triage", {"ticket": f"budget {i}"})
+        assert status == 200, (i, status, body)
+    w.close()
+    tight = Worker(scratch, free_port(), model, flags=("--max-calls", "2"))
+    restate.register(tight.uri)
+    status, body = invoke(restate, "triage", {"ticket": "too many"})
+    assert status == 500 and "budget of 2 LLM calls" in body["message"], (status, body)
+    tight.close()
     model.server.close()
 
 
