@@ -47,6 +47,7 @@ class ModelServer:
         self,
         delay: float = 0.0,
         answer: Callable[[dict[str, Any], dict[str, Any]], Any] | None = None,
+        port: int = 0,
     ) -> None:
         self.delay = delay
         self.answer = answer
@@ -90,7 +91,7 @@ class ModelServer:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

@@ -401,6 +401,13 @@ async fn invoke(
                 Failure::Located(text) => text,
                 other => other.to_string(),
             };
+            // A model server that could not be reached, or failed, may answer the next
+            // attempt: Restate retries it (with its back-off), and the calls completed
+            // before are answered from the journal. Any other failure of the program
+            // would fail the same way again.
+            if e.kind == Some(runtime::ErrorKind::Provider) {
+                return Err(HandlerError::from(message));
+            }
             Err(TerminalError::new_with_code(500, message).into())
         }
         Err(e) => Err(TerminalError::new_with_code(500, format!("the call stopped: {e}")).into()),

@@ -74,13 +74,13 @@ class Steps:
     """The model: answers each step of `triage.sap` and counts its requests. A step
     named in `hold` waits, on its first request only, until `release` is set."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, port: int = 0):
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.hold: str | None = None
         self.held = threading.Event()
         self.release = threading.Event()
-        self.server = ModelServer(delay=delay, answer=self.answer)
+        self.server = ModelServer(delay=delay, answer=self.answer, port=port)
         # A killed worker's request is answered to nobody: not an error of the test.
         self.server.httpd.handle_error = lambda request, address: None
 
@@ -371,6 +371,34 @@ def test_budgets_count_per_invocation(restate, scratch):
     status, body = invoke(restate, "triage", {"ticket": "too many"})
     assert status == 500 and "budget of 2 LLM calls" in body["message"], (status, body)
     tight.close()
+    model.server.close()
+
+
+def test_a_model_server_that_is_down_is_retried(restate, scratch):
+    """The provider cannot be reached: the attempt fails but the invocation is not
+    over; Restate retries it, and once the model server is up the call completes."""
+    port = free_port()
+
+    class Later:  # what the worker is given before the model server exists
+        class server:
+            url = f"http://127.0.0.1:{port}/v1"
+
+    w = Worker(scratch, free_port(), Later, flags=("--max-calls", "10"))
+    restate.register(w.uri)
+    invocation = send(restate, "summarize", {"ticket": "later"}, "down-1")
+
+    def retried():
+        rows = restate.query(
+            f"SELECT retry_count FROM sys_invocation WHERE id = '{invocation}'"
+        )
+        return rows and (rows[0].get("retry_count") or 0) >= 1
+
+    wait_until(retried, "Restate to retry the invocation", 60)
+    model = Steps(port=port)
+    status, result = attach(restate, invocation)
+    assert (status, result) == (200, "xxx"), (status, result)
+    assert model.counts["Step 2"] == 1, model.counts
+    w.close()
     model.server.close()
 
 
