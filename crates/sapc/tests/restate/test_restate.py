@@ -218,21 +218,27 @@ def attach(restate: Restate, invocation: str):
 
 def test_a_killed_worker_loses_nothing_and_repeats_no_completed_call(restate, scratch):
     """SIGKILL on the worker holding a run mid-way: another worker on the same address
-    finishes it; the caller gets the typed result; the model saw the call completed
-    before the kill once, and the one in flight again."""
+    finishes it; the caller gets the typed result; the tool call and the model call
+    completed before the kill were made once, the one in flight again."""
     model = Steps()
     model.hold = "Step 2"
     port = free_port()
-    a = Worker(scratch, port, model)
+    # The procedure files the ticket with a POST to a tracker (the model's server, which
+    # counts it as "other") before its model calls.
+    tracker = model.server.url.replace("/v1", "/tickets")
+    grant = ("--allow-net", tracker.split("/")[2])
+    a = Worker(scratch, port, model, flags=grant)
     restate.register(a.uri)
-    invocation = send(restate, "triage", {"ticket": "The app crashes on login"}, "kill-1")
+    body = {"ticket": "The app crashes on login", "tracker": tracker}
+    invocation = send(restate, "file", body, "kill-1")
     assert model.held.wait(30), "the run never reached its second model call"
-    b = Worker(scratch, port, model)
+    b = Worker(scratch, port, model, flags=grant)
     a.kill()
     model.release.set()
     status, result = attach(restate, invocation)
     assert status == 200, (status, result)
     assert result == {"severity": "Low", "summary": "xxx"}, result
+    assert model.counts["other"] == 1, model.counts  # the tracker's POST
     assert model.counts["Step 1"] == 1, model.counts
     assert model.counts["Step 2"] == 2, model.counts  # the one in flight when killed
     assert model.counts["Step 3"] == 1, model.counts
