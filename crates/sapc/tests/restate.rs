@@ -34,3 +34,60 @@ fn restate_runs_sap_procedures_durably() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `sapc serve` with input it cannot serve: a clear error and exit code, nothing served.
+#[test]
+fn serve_refuses_what_it_cannot_serve() {
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/restate/triage.sap");
+    let program = program.to_str().unwrap();
+    let scratch = test_support::Scratch::new("restate-cli");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sapc"))
+            .args(args)
+            .env("SAP_CACHE_DIR", scratch.join("cache"))
+            .output()
+            .expect("sapc starts");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["serve", "--restate", "localhost", program]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("as HOST:PORT"), "{err}");
+    let (code, err) = run(&["serve", program]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--restate"), "{err}");
+    let (code, err) = run(&[
+        "serve",
+        "--restate",
+        "127.0.0.1:0",
+        "--journal",
+        "j.db",
+        program,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("keeps each invocation's journal"), "{err}");
+    // A file stem Restate does not take as a service name.
+    let odd = scratch.join("9lives.sap");
+    std::fs::write(&odd, "export fn f() -> i64 { 1 }\n").unwrap();
+    let (code, err) = run(&["serve", "--restate", "127.0.0.1:0", odd.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("rename the file"), "{err}");
+    // No exports; a program with errors.
+    let none = scratch.join("none.sap");
+    std::fs::write(&none, "fn f() -> i64 { 1 }\n").unwrap();
+    let (code, err) = run(&["serve", "--restate", "127.0.0.1:0", none.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("exports no function"), "{err}");
+    let broken = scratch.join("broken.sap");
+    std::fs::write(&broken, "export fn f() -> i64 { nope }\n").unwrap();
+    let (code, err) = run(&[
+        "serve",
+        "--restate",
+        "127.0.0.1:0",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("broken.sap:1"), "{err}");
+}
