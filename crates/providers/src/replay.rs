@@ -85,6 +85,9 @@ fn key_of(request: &JsonValue) -> String {
 pub struct ReplayProvider {
     answers: Mutex<HashMap<String, VecDeque<LlmResponse>>>,
     source: String,
+    /// For a served program, whose every call is a run of its own: a request whose
+    /// recorded answers are used up gets them again, from the first.
+    recorded: Option<HashMap<String, VecDeque<LlmResponse>>>,
 }
 
 impl ReplayProvider {
@@ -121,7 +124,20 @@ impl ReplayProvider {
         Ok(ReplayProvider {
             answers: Mutex::new(answers),
             source: source.to_owned(),
+            recorded: None,
         })
+    }
+
+    /// This replay, for a served program: each call is a run of its own, so a request
+    /// whose recorded answers were all given gets them again, in order.
+    pub fn repeating(mut self) -> ReplayProvider {
+        self.recorded = Some(
+            self.answers
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        );
+        self
     }
 }
 
@@ -147,12 +163,17 @@ impl Provider for ReplayProvider {
         &'a self,
         request: &'a LlmRequest,
     ) -> BoxFuture<'a, Result<LlmResponse, ProviderError>> {
-        let answer = self
-            .answers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&key(request))
-            .and_then(VecDeque::pop_front);
+        let key = key(request);
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answer = answers.get_mut(&key).and_then(VecDeque::pop_front);
+        if answer.is_none()
+            && let Some(again) = self.recorded.as_ref().and_then(|r| r.get(&key))
+        {
+            let mut again = again.clone();
+            answer = again.pop_front();
+            answers.insert(key, again);
+        }
+        drop(answers);
         Box::pin(async move {
             answer.ok_or_else(|| {
                 ProviderError::NotRecorded(format!(

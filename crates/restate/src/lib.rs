@@ -64,6 +64,10 @@ struct Procedures(Arc<Shared>);
 /// attempts to the others.
 pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
     let started = Instant::now();
+    let options = Options {
+        serving: true,
+        ..options
+    };
     if options.journal.is_some() {
         eprintln!(
             "error: `sapc serve --restate` keeps each invocation's journal in Restate's; `--journal` is for `sapc run`"

@@ -54,8 +54,23 @@ async fn a_recorded_run_replays_without_the_network() {
     );
 
     let replay = ReplayProvider::from_text(&text, "memory").unwrap();
-    let replayed = two_calls(&runtime(Arc::new(replay))).await.unwrap();
+    let rt = runtime(Arc::new(replay));
+    let replayed = two_calls(&rt).await.unwrap();
     assert_eq!(live, replayed);
+    // A run's transcript answers each request as often as it was recorded.
+    assert_eq!(
+        two_calls(&rt).await.unwrap_err().kind,
+        ErrorKind::NotRecorded
+    );
+
+    // A served program's call is a run of its own: its replay starts again.
+    let served = ReplayProvider::from_text(&text, "memory")
+        .unwrap()
+        .repeating();
+    let rt = runtime(Arc::new(served));
+    for _ in 0..3 {
+        assert_eq!(two_calls(&rt).await.unwrap(), live);
+    }
 }
 
 #[tokio::test]

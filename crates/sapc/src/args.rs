@@ -134,6 +134,8 @@ impl RunArgs {
             model: self.model.clone(),
             base_url: self.base_url.clone(),
             replay: self.replay.clone(),
+            // The front ends that serve set it (`sapc serve`, `sapc mcp serve`).
+            serving: false,
             record: self.record.clone(),
             trace: self.trace.clone(),
             stream: self.stream,

@@ -56,11 +56,14 @@ fn serve_inner(args: &RunArgs) -> Result<u8, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let (host, _runtime) =
-        match loaded.host(&args.options(), &tokio.handle().clone().into(), started) {
-            Ok(made) => made,
-            Err(failure) => return failed(failure),
-        };
+    let options = session::Options {
+        serving: true,
+        ..args.options()
+    };
+    let (host, _runtime) = match loaded.host(&options, &tokio.handle().clone().into(), started) {
+        Ok(made) => made,
+        Err(failure) => return failed(failure),
+    };
     let exports = loaded
         .module
         .exports

@@ -18,6 +18,9 @@ pub struct Options {
     pub base_url: Option<String>,
     /// Answer from this transcript, with no network.
     pub replay: Option<PathBuf>,
+    /// A served program (`sapc serve`, `sapc mcp serve`): each call is a run of its
+    /// own, so a replayed transcript gives a request's answers again once all were given.
+    pub serving: bool,
     /// Record every request and answer to this transcript.
     pub record: Option<PathBuf>,
     /// One JSON line per model call (and tool call) to this file.

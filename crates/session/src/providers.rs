@@ -95,7 +95,12 @@ pub(crate) fn provider(
                 .replay
                 .clone()
                 .unwrap_or_else(|| transcript_beside(file));
-            Arc::new(ReplayProvider::from_file(&path)?)
+            let replay = ReplayProvider::from_file(&path)?;
+            Arc::new(if options.serving {
+                replay.repeating()
+            } else {
+                replay
+            })
         }
         "openai" | "ollama" | "llamacpp" | "vllm" | "lmstudio" => {
             let mut c = match local_server(&kind) {
