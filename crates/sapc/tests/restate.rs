@@ -91,3 +91,49 @@ fn serve_refuses_what_it_cannot_serve() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("broken.sap:1"), "{err}");
 }
+
+/// docs/DEPLOY.md's walkthrough, run as written (its one `sh` block), with this build's
+/// `sapc` first on the `PATH`: each step's output checked as the doc shows it.
+#[test]
+fn the_deploy_walkthrough_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    test_support::mcp::restate();
+    let doc = std::fs::read_to_string(root.join("docs/DEPLOY.md")).unwrap();
+    let block = doc
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("DEPLOY.md has a sh block");
+    let _ = std::fs::remove_dir_all("/tmp/restate-demo");
+    let bin = Path::new(env!("CARGO_BIN_EXE_sapc")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Whatever the walkthrough started is stopped, even when a step fails.
+    let script = format!("set -e\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n{block}\n");
+    let out = Command::new("timeout")
+        .args(["120", "bash", "-c", &script])
+        .current_dir(&root)
+        .env("PATH", path)
+        .output()
+        .expect("bash starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the walkthrough failed:\n{stdout}\n{stderr}"
+    );
+    // Step 3 registered the service, step 4 and step 5 got the typed result the doc
+    // shows, step 5's journal has the batches, step 6 was served by the other worker.
+    let shown = doc
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("DEPLOY.md shows step 4's answer");
+    assert!(stdout.contains("\"name\":\"support\""), "{stdout}");
+    assert_eq!(stdout.matches(shown).count(), 3, "{stdout}");
+    assert!(stdout.contains("Run [b0]"), "the journal's steps:\n{stdout}");
+    let _ = std::fs::remove_dir_all("/tmp/restate-demo");
+}

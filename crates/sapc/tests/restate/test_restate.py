@@ -152,6 +152,8 @@ class Worker:
     """`sapc serve --restate` on `port`, its output in files of the scratch folder."""
 
     count = 0
+    # Every worker started, stopped at the end even when a test fails.
+    started: list["Worker"] = []
 
     def __init__(self, scratch: str, port: int, model: Steps, program: str = PROGRAM,
                  flags: tuple[str, ...] = ()):
@@ -162,6 +164,7 @@ class Worker:
         self.out = open(self.out_path, "wb")
         self.err = open(self.err_path, "wb")
         env = dict(os.environ, SAP_CACHE_DIR=os.path.join(scratch, "cache"))
+        Worker.started.append(self)
         self.process = subprocess.Popen(
             [SAPC, "serve", "--restate", f"127.0.0.1:{port}", "--provider", "openai",
              "--base-url", model.server.url, "--model", "test", *flags, program],
@@ -192,7 +195,10 @@ class Worker:
     def close(self):
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(10)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
         self.out.close()
         self.err.close()
 
@@ -425,6 +431,8 @@ def main(selected: list[str]) -> int:
                 failed += 1
                 print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
     finally:
+        for worker in Worker.started:
+            worker.close()
         restate.close()
     if failed:
         print(f"{failed} of {len(tests)} failed; logs in {scratch}")
