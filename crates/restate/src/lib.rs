@@ -119,6 +119,18 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
             return ERRORS;
         }
     };
+    if runtime::telemetry::wanted(options.otlp.as_deref()) {
+        let _entered = tokio.handle().enter();
+        let installed = runtime::telemetry::install(runtime::telemetry::OtlpConfig {
+            endpoint: options.otlp.clone(),
+            program: file.display().to_string(),
+            tokio: tokio.handle().clone(),
+        });
+        if let Err(e) = installed {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    }
     let (host, _runtime) = match loaded.host(&options, &tokio.handle().clone().into(), started) {
         Ok(made) => made,
         Err(e) => {
@@ -164,8 +176,21 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
             names.join(", ")
         );
         let identity: Arc<str> = identity.into();
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(e) => {
+                    eprintln!("error: cannot watch for SIGTERM: {e}");
+                    return ERRORS;
+                }
+            };
         loop {
-            let (stream, _) = match listener.accept().await {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = tokio::signal::ctrl_c() => break,
+                _ = terminate.recv() => break,
+            };
+            let (stream, _) = match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     eprintln!("warning: a connection was not accepted: {e}");
@@ -190,6 +215,11 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
                 .await;
             });
         }
+        // Stopped: the invocations this worker held are Restate's to retry, on the
+        // workers left; the spans not yet exported are sent now.
+        eprintln!("stopping: Restate retries the invocations in flight here on the other workers");
+        runtime::telemetry::shutdown(None);
+        0
     })
 }
 

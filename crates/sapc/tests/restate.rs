@@ -25,6 +25,8 @@ fn restate_runs_sap_procedures_durably() {
         .env("SAPC", env!("CARGO_BIN_EXE_sapc"))
         .env("RESTATE_SERVER", server)
         .env("MODEL_SERVER_DIR", root.join("crates/python/tests"))
+        // The OTLP receiver decodes with `opentelemetry-proto`, in the MCP tests' venv.
+        .env("OTLP_PYTHON", test_support::mcp::python())
         .output()
         .expect("python3 starts");
     assert!(
@@ -134,6 +136,9 @@ fn the_deploy_walkthrough_runs_as_written() {
         .expect("DEPLOY.md shows step 4's answer");
     assert!(stdout.contains("\"name\":\"support\""), "{stdout}");
     assert_eq!(stdout.matches(shown).count(), 3, "{stdout}");
-    assert!(stdout.contains("Run [b0]"), "the journal's steps:\n{stdout}");
+    assert!(
+        stdout.contains("Run [b0]"),
+        "the journal's steps:\n{stdout}"
+    );
     let _ = std::fs::remove_dir_all("/tmp/restate-demo");
 }

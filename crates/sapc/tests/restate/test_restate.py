@@ -414,6 +414,38 @@ def test_a_model_server_that_is_down_is_retried(restate, scratch):
     model.server.close()
 
 
+def test_spans_are_exported_over_otlp(restate, scratch):
+    """`--otlp` works as in `sapc run`: each invocation's function and model-call spans
+    reach the collector while the worker serves, and the rest when it stops."""
+    spans = os.path.join(scratch, "spans.jsonl")
+    receiver = subprocess.Popen(
+        [os.environ["OTLP_PYTHON"], os.path.join(HERE, "../../../../tests/otlp/receiver.py"),
+         spans], stdout=subprocess.PIPE, text=True)
+    try:
+        port = receiver.stdout.readline().strip()
+        model = Steps()
+        w = Worker(scratch, free_port(), model, flags=("--otlp", f"http://127.0.0.1:{port}"))
+        restate.register(w.uri)
+        assert invoke(restate, "triage", {"ticket": "traced"})[0] == 200
+
+        def names():
+            if not os.path.exists(spans):
+                return set()
+            with open(spans) as f:
+                return {json.loads(line)["name"] for line in f if line.strip()}
+
+        # The batch exporter sends every five seconds while the worker serves.
+        wait_until(lambda: {"triage", "chat test"} <= names(), "the invocation's spans", 30)
+        w.process.send_signal(signal.SIGTERM)
+        assert w.process.wait(10) == 0, w.stderr()
+        wait_until(lambda: any(n.startswith("sap run") for n in names()), "the worker's span", 10)
+        w.close()
+        model.server.close()
+    finally:
+        receiver.kill()
+        receiver.wait()
+
+
 def main(selected: list[str]) -> int:
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_")]
     if selected:
