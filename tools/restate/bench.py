@@ -51,13 +51,27 @@ export fn steps(ctx: Context, n: i64) -> i64 {
     total
 }
 
+/// One model call per item, all at once.
+export fn fan(ctx: Context, n: i64) -> i64 {
+    let items: List<i64> = []
+    let i = 0
+    while i < n {
+        items = push(items, i)
+        i += 1
+    }
+    let verdicts = parallel for x in items { count(step(ctx, x)) }
+    let total = 0
+    for v in verdicts { total += v }
+    total
+}
+
 /// Two model calls: the procedure of the throughput figure.
 export fn two(ctx: Context, ticket: String) -> i64 {
     count(step(ctx, 1)) + count(step(ctx, len(ticket)))
 }
 
-fn main(ctx: Context, n: i64) -> () {
-    print(to_string(steps(ctx, n)))
+fn main(ctx: Context, n: i64, fanned: bool) -> () {
+    if fanned { print(to_string(fan(ctx, n))) } else { print(to_string(steps(ctx, n))) }
 }
 """
 
@@ -71,6 +85,7 @@ def main():
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--latency", type=float, default=50.0, help="ms")
     parser.add_argument("--workers", default="1,3")
+    parser.add_argument("--fan", type=int, default=100)
     args = parser.parse_args()
 
     cache = subprocess.run([os.path.join(HERE, "setup.sh")], check=True,
@@ -90,6 +105,7 @@ def main():
     restate = t.Restate(scratch)
     try:
         step_costs(t, restate, scratch, program, args)
+        fan_out(t, restate, scratch, program, args)
         throughput(t, restate, scratch, program, args)
     finally:
         for worker in t.Worker.started:
@@ -149,7 +165,8 @@ def step_costs(t, restate, scratch, program, args):
             path = os.path.join(scratch, f"j{time.monotonic_ns()}.db")
             cmd[2:2] = ["--journal", path]
         started = time.perf_counter()
-        subprocess.run([*cmd, "--", str(n)], check=True, env=env, capture_output=True)
+        subprocess.run([*cmd, "--", str(n), "false"], check=True, env=env,
+                       capture_output=True)
         return (time.perf_counter() - started) * 1000
 
     ways = {"Restate": restate_ms, "--journal": lambda n: run_ms(n, True),
@@ -173,6 +190,46 @@ def step_costs(t, restate, scratch, program, args):
         print(f"| {name} | {statistics.median(s[1]):.1f} ms | "
               f"{statistics.median(s[args.steps]):.1f} ms | {slope[name]:.3f} ms | "
               f"{slope[name] - slope['no journal']:+.3f} ms |")
+    print()
+    worker.close()
+    model.close()
+
+
+def fan_out(t, restate, scratch, program, args):
+    """One invocation whose `parallel for` makes FAN model calls at once: its wall time
+    through Restate against `sapc run` with and without `--journal`."""
+    model = NodeModel(args.latency)
+    worker = t.Worker(scratch, t.free_port(), model, program)
+    restate.register(worker.uri)
+    env = dict(os.environ, SAP_CACHE_DIR=os.path.join(scratch, "cache"))
+    flags = ["--provider", "openai", "--base-url", model.server.url, "--model", "test"]
+
+    def via_restate():
+        started = time.perf_counter()
+        status, body = t.http("POST", f"{restate.ingress}/bench/fan", {"n": args.fan})
+        assert (status, body) == (200, args.fan), (status, body)
+        return (time.perf_counter() - started) * 1000
+
+    def via_run(journal):
+        cmd = [os.environ["SAPC"], "run", *flags, program, "--", str(args.fan), "true"]
+        if journal:
+            cmd[2:2] = ["--journal", os.path.join(scratch, f"f{time.monotonic_ns()}.db")]
+        started = time.perf_counter()
+        subprocess.run(cmd, check=True, env=env, capture_output=True)
+        return (time.perf_counter() - started) * 1000
+
+    ways = {"Restate": via_restate, "--journal": lambda: via_run(True),
+            "no journal": lambda: via_run(False)}
+    for way in ways.values():
+        way()
+    times = {name: statistics.median(way() for _ in range(args.repeat))
+             for name, way in ways.items()}
+    print(f"## A fan-out: one invocation, `parallel for` over {args.fan} items, model "
+          f"answering in {args.latency:.0f} ms (median of {args.repeat})\n")
+    print("| way | wall | above no journal |")
+    print("|---|---|---|")
+    for name, ms in times.items():
+        print(f"| {name} | {ms:.0f} ms | {ms - times['no journal']:+.0f} ms |")
     print()
     worker.close()
     model.close()
