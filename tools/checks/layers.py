@@ -47,7 +47,7 @@ MAY_USE = {
     "acp": {"session", "codegen-jit", "runtime", "tools", "ir"},
     # Procedures on Restate (`sapc serve --restate`): another front end over `session`;
     # each invocation's journal (`journal`'s logic) is kept in Restate's.
-    "restate": {"session", "codegen-jit", "runtime", "journal"},
+    "restate": {"session", "codegen-jit", "runtime", "journal", "llm"},
     "sapc": {
         "syntax", "builtins", "hir", "ir", "lower", "llm", "runtime", "tools", "journal",
         "codegen-jit", "lsp", "session", "acp", "restate",

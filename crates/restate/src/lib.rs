@@ -145,9 +145,10 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
         .filter_map(|&id| loaded.function(&host, &loaded.module.functions[id as usize].name))
         .map(|f| (f.name.clone(), f))
         .collect();
-    let mut names: Vec<String> = exports.keys().cloned().collect();
-    names.sort();
-    let discovered = match discovery(&service, &names) {
+    let mut functions: Vec<&Function> = exports.values().collect();
+    functions.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<String> = functions.iter().map(|f| f.name.clone()).collect();
+    let discovered = match discovery(&service, &functions) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
@@ -281,27 +282,30 @@ fn text(status: http::StatusCode, body: String) -> http::Response<Body> {
     response
 }
 
-/// What the SDK tells the server about the service: a handler per export.
-fn discovery(service: &str, handlers: &[String]) -> Result<Discovered, String> {
-    let handlers = handlers
+/// What the SDK tells the server about the service: a handler per export, with its
+/// doc comment and the JSON Schemas of its body and its result (for Restate's UI and
+/// the OpenAPI it serves).
+fn discovery(service: &str, functions: &[&Function]) -> Result<Discovered, String> {
+    let handlers = functions
         .iter()
-        .map(|h| {
+        .map(|f| {
+            let h = &f.name;
             Ok(Handler {
                 name: HandlerName::try_from(h.clone()).map_err(|_| {
                     format!("`{h}` is not a handler name Restate takes (letters, digits and `_`)")
                 })?,
                 input: Some(InputPayload {
                     content_type: Some("application/json".into()),
-                    json_schema: None,
+                    json_schema: Some(input_schema(f)),
                     required: Some(false),
                 }),
                 output: Some(OutputPayload {
                     content_type: Some("application/json".into()),
-                    json_schema: None,
+                    json_schema: Some(output_schema(f)),
                     set_content_type_if_empty: Some(false),
                 }),
                 ty: None,
-                documentation: None,
+                documentation: f.doc.clone(),
                 metadata: Default::default(),
                 abort_timeout: None,
                 inactivity_timeout: None,
@@ -336,6 +340,28 @@ fn discovery(service: &str, handlers: &[String]) -> Result<Discovered, String> {
         retry_policy_exponentiation_factor: None,
         retry_policy_on_max_attempts: None,
     })
+}
+
+/// The body's schema: the parameters by name, an `Option` one not required.
+fn input_schema(f: &Function) -> JsonValue {
+    let mut schema = llm::schema::arguments_schema(&f.params);
+    if let Some(required) = schema.get_mut("required").and_then(JsonValue::as_array_mut) {
+        required.retain(|name| {
+            !f.params.iter().any(|p| {
+                Some(p.name.as_str()) == name.as_str() && matches!(p.ty, TypeDesc::Option(_))
+            })
+        });
+    }
+    schema
+}
+
+/// The result's schema, as the response holds it (not wrapped in an object).
+fn output_schema(f: &Function) -> JsonValue {
+    let (schema, wrapped) = llm::schema::value_schema(&f.ret);
+    match schema.pointer("/properties/value") {
+        Some(inner) if wrapped => inner.clone(),
+        _ => schema,
+    }
 }
 
 impl Service for Procedures {

@@ -352,6 +352,12 @@ def test_input_that_does_not_fit_is_a_terminal_error(restate, scratch):
     model = Steps()
     w = Worker(scratch, free_port(), model)
     restate.register(w.uri)
+    # What Restate shows of a handler: its doc comment, and its body's and result's types.
+    status, service = http("GET", f"{restate.admin}/services/triage")
+    double = next(h for h in service["handlers"] if h["name"] == "double")
+    assert double["documentation"] == "A procedure that takes a number: its input is typed."
+    assert double["input_json_schema"]["properties"] == {"n": {"type": "integer"}}, double
+    assert double["output_json_schema"]["type"] == "integer", double
     started = time.monotonic()
     status, body = invoke(restate, "double", {"n": "twelve"})
     assert status == 400, (status, body)
