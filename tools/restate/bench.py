@@ -235,11 +235,19 @@ def fan_out(t, restate, scratch, program, args):
     model.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system time a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(t, restate, scratch, program, args):
     print(f"## Throughput: {args.invocations} invocations of a two-call procedure, "
           f"{args.clients} at a time, model answering in {args.latency:.0f} ms\n")
-    print("| workers | wall | invocations/s | median latency | p95 | model calls |")
-    print("|---|---|---|---|---|---|")
+    print("| workers | wall | invocations/s | median latency | p95 | model calls | "
+          "CPU: Restate's server | workers | model double | client |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(w) for w in args.workers.split(",")]:
         model = NodeModel(args.latency)
         port = t.free_port()
@@ -255,15 +263,22 @@ def throughput(t, restate, scratch, program, args):
             assert status == 200, (status, body)
             latencies.append((time.perf_counter() - started) * 1000)
 
+        pids = {"server": [restate.process.pid], "workers": [w.process.pid for w in workers],
+                "model": [model.process.pid]}
+        before = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+        client_before = sum(os.times()[:2])
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.clients) as pool:
             list(pool.map(one, range(args.invocations)))
         wall = time.perf_counter() - started
+        cpu = {k: sum(cpu_seconds(p) for p in v) - before[k] for k, v in pids.items()}
+        cpu["client"] = sum(os.times()[:2]) - client_before
         latencies.sort()
         p95 = latencies[int(len(latencies) * 0.95) - 1]
         print(f"| {n} | {wall:.2f} s | {args.invocations / wall:.0f} | "
               f"{statistics.median(latencies):.0f} ms | {p95:.0f} ms | "
-              f"{model.served()} |")
+              f"{model.served()} | {cpu['server']:.2f} s | {cpu['workers']:.2f} s | "
+              f"{cpu['model']:.2f} s | {cpu['client']:.2f} s |")
         for w in workers:
             w.close()
         model.close()
