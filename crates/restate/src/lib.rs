@@ -171,7 +171,12 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
                 return ERRORS;
             }
         };
-        let uri = format!("http://{addr}/{identity}/");
+        // Listening on every interface, the deployment is registered at one of them.
+        let uri = if addr.ip().is_unspecified() {
+            format!("http://THIS-MACHINE:{}/{identity}/", addr.port())
+        } else {
+            format!("http://{addr}/{identity}/")
+        };
         eprintln!(
             "serving `{service}` ({}) for Restate, version {identity}\nregister it: curl -X POST http://127.0.0.1:9070/deployments -H 'content-type: application/json' -d '{{\"uri\": \"{uri}\"}}'",
             names.join(", ")
