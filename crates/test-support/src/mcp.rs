@@ -82,6 +82,13 @@ pub fn restate() -> &'static Path {
     })
 }
 
+/// AgentDojo and the `mcp` SDK, installed by `tools/agentdojo/setup.sh`: the cache folder
+/// (its `venv/bin/python` runs tools/agentdojo's server and judge).
+pub fn agentdojo() -> &'static Path {
+    static AGENTDOJO: OnceLock<PathBuf> = OnceLock::new();
+    AGENTDOJO.get_or_init(|| set_up("agentdojo/setup.sh", "python3 with network access to PyPI"))
+}
+
 /// The Python of the venv that has the `mcp` SDK.
 pub fn python() -> String {
     cache().join("venv/bin/python").display().to_string()
