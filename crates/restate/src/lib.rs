@@ -11,6 +11,8 @@
 //! Restate pins an invocation to the deployment (the URI) it started on, and a request
 //! for another version's path is refused, naming both, never replayed on changed code.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
