@@ -1,6 +1,9 @@
-//! Durable runs: `sapc run FILE --journal PATH`.
+//! Durable runs: `sapc run FILE --journal PATH`, and each invocation of a procedure
+//! served on Restate (`sapc serve --restate`).
 //!
-//! The journal is an SQLite database (WAL mode) holding, for one program, every model
+//! [`Journal`] decides what a run may reuse; a [`Store`] keeps the entries: for
+//! `--journal` an SQLite database (WAL mode, `sqlite.rs`), for Restate the invocation's
+//! own journal (`crates/restate`). The journal holds, for one program, every model
 //! call, extern call, `input` line and `print` of its run, keyed by the call's place in
 //! the program's own order (`runtime::order`: the thread of control's sequence, and the
 //! index of each fan-out iteration it is under), so the key does not depend on timing.
