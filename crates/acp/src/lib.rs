@@ -210,17 +210,10 @@ pub fn serve(file: &Path, options: Options) -> u8 {
             return ERRORS;
         }
     };
-    if runtime::telemetry::wanted(options.otlp.as_deref()) {
-        let _entered = tokio.handle().enter();
-        let installed = runtime::telemetry::install(runtime::telemetry::OtlpConfig {
-            endpoint: options.otlp.clone(),
-            program: file.display().to_string(),
-            tokio: tokio.handle().clone(),
-        });
-        if let Err(e) = installed {
-            eprintln!("error: {e}");
-            return USAGE;
-        }
+    let program = file.display().to_string();
+    if let Err(e) = runtime::telemetry::start(options.otlp.as_deref(), &program, tokio.handle()) {
+        eprintln!("error: {e}");
+        return USAGE;
     }
     // The options are checked once before serving (a provider that cannot be made, a
     // grant of a folder that does not exist): a prompt would fail on each.

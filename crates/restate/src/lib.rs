@@ -121,17 +121,10 @@ pub fn serve(file: &Path, listen: &str, options: Options) -> u8 {
             return ERRORS;
         }
     };
-    if runtime::telemetry::wanted(options.otlp.as_deref()) {
-        let _entered = tokio.handle().enter();
-        let installed = runtime::telemetry::install(runtime::telemetry::OtlpConfig {
-            endpoint: options.otlp.clone(),
-            program: file.display().to_string(),
-            tokio: tokio.handle().clone(),
-        });
-        if let Err(e) = installed {
-            eprintln!("error: {e}");
-            return USAGE;
-        }
+    let program = file.display().to_string();
+    if let Err(e) = runtime::telemetry::start(options.otlp.as_deref(), &program, tokio.handle()) {
+        eprintln!("error: {e}");
+        return USAGE;
     }
     let (host, _runtime) = match loaded.host(&options, &tokio.handle().clone().into(), started) {
         Ok(made) => made,

@@ -56,17 +56,7 @@ pub fn swap(saved: &mut Saved) {
 /// run's: a served call's positions do not depend on the calls before it on this
 /// thread. The thread's own numbering is restored afterwards.
 pub fn fresh<T>(f: impl FnOnce() -> T) -> T {
-    let saved = CURSOR.with(|c| std::mem::take(&mut *c.borrow_mut()));
-    struct Restore(Option<Cursor>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            if let Some(saved) = self.0.take() {
-                CURSOR.with(|c| *c.borrow_mut() = saved);
-            }
-        }
-    }
-    let _restore = Restore(Some(saved));
-    f()
+    numbered(Cursor::default(), f)
 }
 
 /// Runs `f` as iteration `index` of the fan-out at `fan_out`, on whatever thread: its
@@ -75,9 +65,13 @@ pub fn fresh<T>(f: impl FnOnce() -> T) -> T {
 pub fn within<T>(fan_out: &[u32], index: u32, f: impl FnOnce() -> T) -> T {
     let mut prefix = fan_out.to_vec();
     prefix.push(index);
-    let saved =
-        CURSOR.with(|c| std::mem::replace(&mut *c.borrow_mut(), Cursor { prefix, next: 0 }));
-    // Restore even if `f` panics (the fan-out catches panics of iterations).
+    numbered(Cursor { prefix, next: 0 }, f)
+}
+
+/// Runs `f` with `cursor` as the thread's numbering, restoring the thread's own
+/// afterwards, even if `f` panics (the fan-out catches panics of iterations).
+fn numbered<T>(cursor: Cursor, f: impl FnOnce() -> T) -> T {
+    let saved = CURSOR.with(|c| std::mem::replace(&mut *c.borrow_mut(), cursor));
     struct Restore(Option<Cursor>);
     impl Drop for Restore {
         fn drop(&mut self) {

@@ -104,6 +104,24 @@ pub fn wanted(endpoint: Option<&str>) -> bool {
         .any(|v| std::env::var(v).is_ok_and(|u| !u.is_empty()))
 }
 
+/// Starts exporting for this process when an endpoint is wanted ([`wanted`]): the
+/// front ends' one call. `program` names the run's span and the resource.
+pub fn start(
+    endpoint: Option<&str>,
+    program: &str,
+    tokio: &tokio::runtime::Handle,
+) -> Result<(), String> {
+    if !wanted(endpoint) {
+        return Ok(());
+    }
+    let _entered = tokio.enter();
+    install(OtlpConfig {
+        endpoint: endpoint.map(str::to_owned),
+        program: program.to_owned(),
+        tokio: tokio.clone(),
+    })
+}
+
 /// Starts exporting for this process. Fails on a malformed endpoint; a collector that
 /// cannot be reached is reported by the SDK when it exports, and never stops the run.
 pub fn install(config: OtlpConfig) -> Result<(), String> {

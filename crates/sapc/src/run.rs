@@ -47,13 +47,8 @@ fn run_inner(args: &RunArgs) -> Result<u8, String> {
             .build()
     });
     if runtime::telemetry::wanted(args.otlp.as_deref()) {
-        let handle = tokio.handle()?;
-        let _guard = handle.enter();
-        runtime::telemetry::install(runtime::telemetry::OtlpConfig {
-            endpoint: args.otlp.clone(),
-            program: args.file.display().to_string(),
-            tokio: handle.clone(),
-        })?;
+        let program = args.file.display().to_string();
+        runtime::telemetry::start(args.otlp.as_deref(), &program, tokio.handle()?)?;
     }
     let (mut host, runtime) = match loaded.host(&args.options(), &tokio, started) {
         Ok(made) => made,

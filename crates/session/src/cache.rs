@@ -150,30 +150,11 @@ fn compiler_identity() -> String {
 
 /// The key of a program's entry on this machine (`target` from `codegen_jit::target`).
 pub fn key(inputs: &Inputs, target: &str) -> String {
-    let mut bytes = Vec::new();
-    let mut put = |b: &[u8]| {
-        bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(b);
-    };
-    put(compiler_identity().as_bytes());
-    put(target.as_bytes());
-    for (name, text) in hir::PRELUDE {
-        put(name.as_bytes());
-        put(text.as_bytes());
-    }
-    for ((_, bytes), located) in inputs.files.iter().zip(inputs.located()) {
-        put(located.as_bytes());
-        match bytes {
-            Ok(bytes) => put(bytes),
-            Err(why) => put(format!("\0unreadable: {why}").as_bytes()),
-        }
-    }
-    // Two different 64-bit hashes of the same bytes: a collision of both is beyond
-    // any accident.
-    let a = native_module::checksum(&bytes);
-    bytes.reverse();
-    let b = native_module::checksum(&bytes);
-    format!("{a:016x}{b:016x}")
+    let files = inputs.files.iter().zip(inputs.located());
+    digest(
+        &[compiler_identity().as_bytes(), target.as_bytes()],
+        files.map(|((_, bytes), located)| (located, bytes)),
+    )
 }
 
 /// The program's identity across machines: what the build cache keys on (this sapc
@@ -181,23 +162,38 @@ pub fn key(inputs: &Inputs, target: &str) -> String {
 /// own (the binary's build time, the CPU, the folder the files are in). Workers that run
 /// the same files with the same release agree on it: a served program's version.
 pub fn program_identity(inputs: &Inputs) -> String {
+    let files = inputs.files.iter().map(|(path, bytes)| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        (name.into_owned(), bytes)
+    });
+    digest(&[env!("CARGO_PKG_VERSION").as_bytes()], files)
+}
+
+/// A hash of `head`, the prelude, and each file's name and bytes (or why it could not be
+/// read), each part length-prefixed: 32 hex digits.
+fn digest<'a>(
+    head: &[&[u8]],
+    files: impl Iterator<Item = (String, &'a Result<Vec<u8>, String>)>,
+) -> String {
     let mut bytes = Vec::new();
     let mut put = |b: &[u8]| {
         bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());
         bytes.extend_from_slice(b);
     };
-    put(env!("CARGO_PKG_VERSION").as_bytes());
+    head.iter().for_each(|part| put(part));
     for (name, text) in hir::PRELUDE {
         put(name.as_bytes());
         put(text.as_bytes());
     }
-    for (path, read) in &inputs.files {
-        put(path.file_name().unwrap_or_default().as_encoded_bytes());
+    for (name, read) in files {
+        put(name.as_bytes());
         match read {
             Ok(bytes) => put(bytes),
             Err(why) => put(format!("\0unreadable: {why}").as_bytes()),
         }
     }
+    // Two different 64-bit hashes of the same bytes: a collision of both is beyond
+    // any accident.
     let a = native_module::checksum(&bytes);
     bytes.reverse();
     let b = native_module::checksum(&bytes);

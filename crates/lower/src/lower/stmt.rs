@@ -238,18 +238,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
                 );
                 let var_local = self.declare(iter, &var.name, elem_ty);
                 self.emit_void(Op::Store(var_local, element), None);
-                self.loops.push(LoopTarget {
-                    continue_to: step,
-                    continue_iterates: false,
-                    break_to: exit,
-                    span,
-                    saved_context: saved,
-                });
-                self.lower_block(body);
-                self.loops.pop();
-                self.restore_context(saved);
-                self.terminate(Terminator::Jump(step));
-                self.switch_to(step);
+                self.for_body(body, saved, step, exit, span);
                 let i = self.emit(Op::Load(index), Type::I64, None);
                 let one = self.emit(Op::Const(Const::Int(1)), Type::I64, None);
                 let next = self.emit(Op::Binary(BinOp::Add, Type::I64, i, one), Type::I64, None);
@@ -394,22 +383,36 @@ impl<'a, 'db> FnLower<'a, 'db> {
             let saved = self.enter_iteration();
             let value = self.emit(Op::Load(*slot), ty.clone(), None);
             self.emit_void(Op::Store(var_local, value), None);
-            self.loops.push(LoopTarget {
-                continue_to: step,
-                continue_iterates: false,
-                break_to: exit,
-                span,
-                saved_context: saved,
-            });
-            self.lower_block(body);
-            self.loops.pop();
-            self.restore_context(saved);
-            self.terminate(Terminator::Jump(step));
-            self.switch_to(step);
+            self.for_body(body, saved, step, exit, span);
             self.terminate(Terminator::Loop(next, span));
             copy = next;
         }
         self.switch_to(exit);
+    }
+
+    /// A `for` iteration's body, its variable bound: `continue` goes to `step` (which
+    /// starts the next iteration), `break` to `exit`; ends in `step`, the iteration's
+    /// context frame left.
+    fn for_body(
+        &mut self,
+        body: &ast::Block,
+        saved: Option<(LocalId, LocalId)>,
+        step: BlockId,
+        exit: BlockId,
+        span: SrcSpan,
+    ) {
+        self.loops.push(LoopTarget {
+            continue_to: step,
+            continue_iterates: false,
+            break_to: exit,
+            span,
+            saved_context: saved,
+        });
+        self.lower_block(body);
+        self.loops.pop();
+        self.restore_context(saved);
+        self.terminate(Terminator::Jump(step));
+        self.switch_to(step);
     }
 
     /// When `value` is `push(xs, x)` or `set(xs, i, x)` of the standard externs, with
