@@ -8,9 +8,9 @@ judge.py rebuilds the run's end state and judges it with AgentDojo's own checks.
     env_server.py --suite banking --user-task user_task_0 \\
         [--injection-task injection_task_0] --trace calls.jsonl
 
-The case can also come from the environment (AGENTDOJO_SUITE, AGENTDOJO_USER_TASK,
-AGENTDOJO_INJECTION_TASK, AGENTDOJO_TRACE), for a program whose sap.toml starts this
-server with a fixed command line.
+What the command line leaves out comes from the environment (AGENTDOJO_SUITE,
+AGENTDOJO_USER_TASK, AGENTDOJO_INJECTION_TASK, AGENTDOJO_TRACE): an agent's sap.toml
+names the suite, and the harness (run.py) picks the case.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from agentdojo.agent_pipeline.tool_execution import tool_result_to_str  # noqa: 
 def main() -> None:
     p = cases.parser(__doc__.splitlines()[0])
     p.add_argument("--trace")
+    # What the command line leaves out comes from the environment (a program's sap.toml
+    # names the suite; the harness picks the case).
     env = os.environ
     argv = sys.argv[1:]
-    if not argv and "AGENTDOJO_SUITE" in env:
-        argv = ["--suite", env["AGENTDOJO_SUITE"], "--user-task", env["AGENTDOJO_USER_TASK"]]
-        if env.get("AGENTDOJO_INJECTION_TASK"):
-            argv += ["--injection-task", env["AGENTDOJO_INJECTION_TASK"]]
-        if env.get("AGENTDOJO_TRACE"):
-            argv += ["--trace", env["AGENTDOJO_TRACE"]]
+    for flag, var in [("--suite", "AGENTDOJO_SUITE"), ("--user-task", "AGENTDOJO_USER_TASK"),
+                      ("--injection-task", "AGENTDOJO_INJECTION_TASK"), ("--trace", "AGENTDOJO_TRACE")]:
+        if flag not in argv and env.get(var):
+            argv += [flag, env[var]]
     args = p.parse_args(argv)
     case = cases.load(args.suite, args.user_task, args.injection_task, args.version)
     runtime = case.runtime()

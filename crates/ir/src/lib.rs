@@ -127,6 +127,11 @@ pub struct Function {
     pub params: Vec<Param>,
     pub ret: Type,
     pub effect: Effect,
+    /// What it returns may be untrusted data whatever its arguments (it reads a tool,
+    /// or asks the model with such data in context): the checker's summary, kept for
+    /// the plans the run validates (`aot_execute`), whose data flow only the run sees.
+    #[serde(default)]
+    pub returns_untrusted: bool,
     /// Parameters first, in order, then every `let`, loop variable and temporary slot.
     pub locals: Vec<LocalDef>,
     /// The local holding the current context, when the function has one.
@@ -153,6 +158,7 @@ impl Function {
             params,
             ret,
             effect,
+            returns_untrusted: false,
             locals: Vec::new(),
             context: None,
             blocks: vec![Block::default()],

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use llm::types::{ParamDesc, TypeDesc};
 use runtime::Value;
-use runtime::atom_plan::{self, ExecOptions, ToolSig};
+use runtime::atom_plan::{self, ExecOptions, ToolSig, Yields};
 use serde_json::{Value as JsonValue, json};
 
 fn binary(name: &str) -> ToolSig {
@@ -21,6 +21,8 @@ fn binary(name: &str) -> ToolSig {
         params: vec![param("a"), param("b")],
         ret: TypeDesc::I64,
         compensate: None,
+        trusted: Vec::new(),
+        yields: Yields::Trusted,
     }
 }
 
@@ -39,6 +41,8 @@ fn calculator() -> Vec<ToolSig> {
         }],
         ret: TypeDesc::String,
         compensate: None,
+        trusted: Vec::new(),
+        yields: Yields::Trusted,
     });
     tools
 }
@@ -410,4 +414,68 @@ mod random_plans {
             }
         }
     }
+}
+
+/// A tool of strings: `name(params…) -> String`, with its trusted parameters and what
+/// its result yields.
+fn text_tool(name: &str, params: &[&str], trusted: &[&str], yields: Yields) -> ToolSig {
+    ToolSig {
+        name: name.to_owned(),
+        doc: None,
+        params: params
+            .iter()
+            .map(|p| ParamDesc {
+                name: (*p).to_owned(),
+                doc: None,
+                ty: TypeDesc::String,
+            })
+            .collect(),
+        ret: TypeDesc::String,
+        compensate: None,
+        trusted: trusted.iter().map(|t| (*t).to_owned()).collect(),
+        yields,
+    }
+}
+
+#[test]
+fn a_result_carrying_untrusted_data_may_not_fill_a_trusted_parameter() {
+    // Found by AgentDojo (#40): a plan read a bill and paid the account it named.
+    let tools = vec![
+        text_tool("read_bill", &["name"], &[], Yields::Untrusted),
+        text_tool("pay", &["to", "memo"], &["to"], Yields::Trusted),
+        text_tool("upper", &["text"], &[], Yields::FromArguments),
+        text_tool("own_account", &[], &[], Yields::Trusted),
+    ];
+    let check = |atoms: JsonValue| -> Vec<String> {
+        match atom_plan::check(&json!({ "atoms": atoms }), &tools) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    };
+    let read = json!({"id": 1, "kind": "tool", "name": "read_bill", "input": {"name": "may"}});
+    // Straight from the bill, and through a pure function: both refused, naming the source.
+    let direct = check(
+        json!([read, {"id": 2, "kind": "tool", "name": "pay", "input": {"to": "<result_of_1>", "memo": "x"}}]),
+    );
+    assert_eq!(direct.len(), 1, "{direct:?}");
+    assert!(direct[0].starts_with("atom 2: `pay(to:)` is a `trusted` parameter, and `<result_of_1>` carries untrusted data (from `read_bill`)"), "{direct:?}");
+    let laundered = check(json!([read,
+        {"id": 2, "kind": "tool", "name": "upper", "input": {"text": "<result_of_1>"}},
+        {"id": 3, "kind": "tool", "name": "pay", "input": {"to": "<result_of_2>", "memo": "x"}}]));
+    assert_eq!(laundered.len(), 1, "{laundered:?}");
+    assert!(laundered[0].contains("(from `read_bill`)"), "{laundered:?}");
+    // Untrusted data in a parameter that is not trusted, and a trusted tool's result in
+    // a trusted one, are the plan's to use.
+    assert!(check(json!([read,
+        {"id": 2, "kind": "tool", "name": "own_account", "input": {}},
+        {"id": 3, "kind": "tool", "name": "upper", "input": {"text": "<result_of_2>"}},
+        {"id": 4, "kind": "tool", "name": "pay", "input": {"to": "<result_of_3>", "memo": "<result_of_1>"}}])).is_empty());
+    // Nested inside a larger argument, too.
+    let nested = check(
+        json!([read, {"id": 2, "kind": "tool", "name": "pay", "input": {"to": ["<result_of_1>"], "memo": "x"}}]),
+    );
+    assert!(
+        nested.iter().any(|e| e.contains("carries untrusted data")),
+        "{nested:?}"
+    );
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ir::{self, Builtin, FuncId, SrcSpan, Type};
 use runtime::Value;
-use runtime::atom_plan::{self, ToolSig};
+use runtime::atom_plan::{self, ToolSig, Yields};
 use runtime::value::ToolRef;
 
 use super::{Engine, ExecError, Host, Scripted, display, out_of_range, outcome, truncated};
@@ -40,6 +40,12 @@ impl Host {
                 params: self.params(&params),
                 ret: self.desc(&f.ret),
                 compensate: None,
+                trusted: trusted_names(&params),
+                yields: if f.returns_untrusted {
+                    Yields::Untrusted
+                } else {
+                    Yields::FromArguments
+                },
             };
             return Ok((sig, ToolTarget::Function(id)));
         }
@@ -50,6 +56,12 @@ impl Host {
                 params: self.params(&e.params),
                 ret: self.desc(&e.ret),
                 compensate: None,
+                trusted: trusted_names(&e.params),
+                yields: if e.untrusted || self.untrusted_result(name).is_some() {
+                    Yields::Untrusted
+                } else {
+                    Yields::Trusted
+                },
             };
             return Ok((sig, ToolTarget::Extern));
         }
@@ -482,4 +494,13 @@ impl Host {
             ))),
         }
     }
+}
+
+/// The names of a tool's `trusted` parameters.
+fn trusted_names(params: &[ir::Param]) -> Vec<String> {
+    params
+        .iter()
+        .filter(|p| p.trusted)
+        .map(|p| p.name.clone())
+        .collect()
 }

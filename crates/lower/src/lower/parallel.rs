@@ -72,6 +72,7 @@ impl<'a, 'db> FnLower<'a, 'db> {
             params: params.clone(),
             ret: result_ty,
             effect: self.f.effect,
+            returns_untrusted: self.f.returns_untrusted,
             locals: Vec::new(),
             context: None,
             blocks: vec![Block::default()],

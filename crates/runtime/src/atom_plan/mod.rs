@@ -46,6 +46,25 @@ pub struct ToolSig {
     /// The tool that undoes this one, called with the same arguments when a later atom
     /// fails.
     pub compensate: Option<String>,
+    /// Its `trusted` parameters: a plan may not fill them with a result that carries
+    /// untrusted data (REFERENCE.md, "Provenance").
+    pub trusted: Vec<String>,
+    /// Whether its result carries untrusted data into the atoms that use it.
+    pub yields: Yields,
+}
+
+/// Whether a tool's result, used by a later atom, counts as untrusted data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Yields {
+    /// A `trusted extern fn`, or a host extern: its result is trusted.
+    #[default]
+    Trusted,
+    /// A tool outside the program (MCP, Python), or a sap function whose result the
+    /// checker finds untrusted whatever its arguments (it reads such a tool, or asks the
+    /// model with such data in context).
+    Untrusted,
+    /// Any other sap function: its result is as trusted as its arguments.
+    FromArguments,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -93,6 +93,7 @@ pub fn validate(plan: &Plan, tools: &[ToolSig]) -> Vec<PlanError> {
             }
         }
     }
+    errors.extend(untrusted_flows(plan, &by_id, &tool));
     errors.extend(cycles(plan, &by_id));
     errors.sort();
     errors.dedup();
@@ -166,6 +167,71 @@ fn check_arguments<'a>(
             ));
         }
     }
+}
+
+/// A `<result_of_N>` carrying untrusted data into a `trusted` parameter: the flow the
+/// checker's E0134 cannot see, because the plan is written at run time. An atom's result
+/// is untrusted when its tool yields untrusted data, or when its tool passes on its
+/// arguments' provenance (a pure sap function) and one of them is.
+fn untrusted_flows<'a>(
+    plan: &Plan,
+    by_id: &BTreeMap<i64, &Atom>,
+    tool: &dyn Fn(&str) -> Option<&'a ToolSig>,
+) -> Vec<PlanError> {
+    // Where each atom's untrusted data comes from (the tool first yielding it), found
+    // by going over the atoms until nothing changes: a cycle is reported elsewhere.
+    let mut source: BTreeMap<i64, String> = BTreeMap::new();
+    loop {
+        let mut changed = false;
+        for atom in &plan.atoms {
+            if atom.kind != AtomKind::Tool || source.contains_key(&atom.id) {
+                continue;
+            }
+            let Some(sig) = tool(&atom.name) else {
+                continue;
+            };
+            let from = match sig.yields {
+                Yields::Trusted => None,
+                Yields::Untrusted => Some(format!("`{}`", sig.name)),
+                Yields::FromArguments => atom
+                    .references()
+                    .into_iter()
+                    .find_map(|r| source.get(&r).cloned()),
+            };
+            if let Some(from) = from {
+                source.insert(atom.id, from);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut errors = Vec::new();
+    for atom in &plan.atoms {
+        let Some(sig) = tool(&atom.name).filter(|_| atom.kind == AtomKind::Tool) else {
+            continue;
+        };
+        for name in &sig.trusted {
+            let Some(arg) = atom.input.get(name) else {
+                continue;
+            };
+            let mut refs = Vec::new();
+            references(arg, &mut refs);
+            for r in refs {
+                if let Some(from) = source.get(&r).filter(|_| by_id.contains_key(&r)) {
+                    errors.push(defect(
+                        Some(atom.id),
+                        format!(
+                            "`{}({name}:)` is a `trusted` parameter, and `<result_of_{r}>` carries untrusted data (from {from}); only the request's own values may fill it",
+                            sig.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    errors
 }
 
 /// Whether a value of type `produced` can be passed where `wanted` is expected.
