@@ -82,6 +82,25 @@ def arguments(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def tool_list(case: Case) -> list[dict[str, Any]]:
+    """The suite's tools as MCP lists them: AgentDojo's names, descriptions and schemas."""
+    return [{"name": f.name, "description": f.description,
+             "input_schema": f.parameters.model_json_schema()} for f in case.suite.tools]
+
+
+def call(case: Case, runtime: FunctionsRuntime, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+    """Runs a tool on the case's environment as AgentDojo's runtime runs it: the text
+    its agents would be shown, and whether it is an error."""
+    from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+
+    if name not in {f.name for f in case.suite.tools}:
+        return f"ToolNotFound: there is no tool `{name}`", True
+    result, error = runtime.run_function(case.environment, name, args)
+    if error is not None:
+        return error, True
+    return tool_result_to_str(result), False
+
+
 def calls_of(trace: list[dict[str, Any]]) -> list[FunctionCall]:
     return [FunctionCall(function=c["function"], args=c["args"]) for c in trace]
 
