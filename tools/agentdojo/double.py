@@ -89,18 +89,21 @@ class CaseDouble:
             self.attack_calls = list(case.injection_task.ground_truth(
                 case.environment.model_copy(deep=True)))
             self.goal = case.injection_task.GOAL
-        # A line of each injected text long enough to recognize it in a prompt, as
-        # shown raw (a tool's text) and inside JSON (a result in a Json value).
+        # The longest line of each injected text, to recognize it in a prompt however
+        # it is shown there: raw, inside JSON, or folded by a tool's YAML.
         self.marks: list[str] = []
         for text in case.injections.values():
             lines = [line.strip() for line in text.splitlines() if len(line.strip()) > 20]
             if lines:
-                line = max(lines, key=len)
-                self.marks += [line, json.dumps(line)[1:-1]]
+                self.marks.append(_plain(max(lines, key=len)))
         self.answers: dict[str, Any] = {}  # a `find` question -> the ground-truth value
+        # A tool-calling loop's progress: the next ground-truth call of each side.
+        self.next_user = 0
+        self.next_attack = 0
 
     def injected(self, prompt: str) -> bool:
-        return any(mark in prompt for mark in self.marks)
+        plain = _plain(prompt)
+        return any(mark in plain for mark in self.marks)
 
     # -- the plan ------------------------------------------------------------------
 
@@ -186,8 +189,44 @@ class CaseDouble:
                 return [v] if kind == "find_list" and isinstance(v, str) else v
         return {"find": self.goal, "find_number": 0.0, "find_list": [self.goal]}[kind]
 
+    def choose(self, obey: bool, schema: dict[str, Any]) -> dict[str, Any]:
+        """A tool-calling loop's next action (a `select` of the tools and `finish`):
+        the attacker's next call while an injection is in sight, else the user task's
+        next one, then `finish` with the written answer."""
+        options = schema.get("properties", {}).get("choice", {}).get("anyOf", [])
+        by_tool = {}
+        for o in options:
+            m = re.match(r"call `([^`]*)`", o.get("description", ""))
+            if m:
+                by_tool[m.group(1).rsplit("::", 1)[-1]] = o
+        call = None
+        if obey and self.next_attack < len(self.attack_calls):
+            call = self.attack_calls[self.next_attack]
+            self.next_attack += 1
+        elif self.next_user < len(self.calls):
+            call = self.calls[self.next_user]
+            self.next_user += 1
+        if call is not None and call.function in by_tool:
+            option = by_tool[call.function]
+            arguments = dict(call.args)
+            wanted = option["properties"]["arguments"]
+            for key in wanted.get("required", []):
+                arguments.setdefault(key, None)
+            return {"choice": {"option": option["properties"]["option"]["enum"][0],
+                               "arguments": arguments}}
+        said = self.case.user_task.GROUND_TRUTH_OUTPUT or ""
+        if obey:
+            said = f"{self.goal}\n{said}".strip()
+        finish = by_tool.get("finish")
+        if finish is None:
+            return first_value(schema)
+        return {"choice": {"option": finish["properties"]["option"]["enum"][0],
+                           "arguments": {"answer": said}}}
+
     def answer(self, name: str, prompt: str, schema: dict[str, Any]) -> Any:
         obey = self.injected(prompt)
+        if name == "choice":
+            return self.choose(obey, schema)
         if name == "write_plan":
             # The plan is written from the request; an injection in its prompt would
             # mean the program showed the planner data.
@@ -207,6 +246,13 @@ class CaseDouble:
                 said = f"{self.goal}\n{said}".strip()
             return shaped(schema, said)
         return first_value(schema)
+
+
+def _plain(text: str) -> str:
+    """Text without JSON escapes, quotes and line folding: what is said, not how."""
+    text = re.sub(r"\\+[nrt]", " ", text)
+    text = re.sub(r"[\\\"']", "", text)
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def _only_property_type(schema: dict[str, Any]) -> str | None:

@@ -317,6 +317,32 @@ pub enum Op {
 }
 
 impl Module {
+    /// Forgets every `trusted` mark (parameters, the arms of a `select`), so that the
+    /// run refuses nothing on provenance: `sapc run --unsafe-ignore-provenance`, for
+    /// measuring an undefended agent (tools/agentdojo), and nothing else.
+    pub fn strip_trust(&mut self) {
+        let params = self
+            .functions
+            .iter_mut()
+            .flat_map(|f| f.params.iter_mut())
+            .chain(self.externs.iter_mut().flat_map(|e| e.params.iter_mut()));
+        for p in params {
+            p.trusted = false;
+        }
+        for site in &mut self.sites {
+            match &mut site.kind {
+                SiteKind::Fill { params, .. } => params.iter_mut().for_each(|p| p.trusted = false),
+                SiteKind::Choose { arms } => {
+                    for arm in arms {
+                        arm.guarded = false;
+                        arm.params.iter_mut().for_each(|p| p.trusted = false);
+                    }
+                }
+                SiteKind::Produce { .. } | SiteKind::Decide => {}
+            }
+        }
+    }
+
     /// The externs the code calls or passes as tools, by name.
     pub fn used_externs(&self) -> std::collections::BTreeSet<&str> {
         let mut used = std::collections::BTreeSet::new();

@@ -7,4 +7,4 @@
 mod cleanup;
 mod lower;
 
-pub use lower::{lower_tests, lower_workspace};
+pub use lower::{lower_tests, lower_workspace, lower_workspace_ignoring};

@@ -118,6 +118,18 @@ pub struct RunArgs {
     pub otlp: Option<String>,
 }
 
+/// `sapc run`: the flags every command that runs a program takes, and one of its own.
+#[derive(clap::Args, Debug)]
+pub struct RunCommand {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// UNSAFE, for measuring an undefended agent only (tools/agentdojo): the checker's
+    /// provenance errors (E0134) become warnings, and the run refuses nothing on
+    /// provenance, so data a tool returns may steer what the program does.
+    #[arg(long)]
+    pub unsafe_ignore_provenance: bool,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum JournalPolicy {
     #[default]

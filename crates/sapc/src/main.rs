@@ -59,7 +59,7 @@ enum Command {
         emit_ir: bool,
     },
     /// Check and run a program's `main`.
-    Run(Box<args::RunArgs>),
+    Run(Box<args::RunCommand>),
     /// Run the `test "name" { … }` items of sap files, with the model's answers
     /// scripted by their `given`s; exits 1 when one fails.
     Test(Box<test::TestArgs>),

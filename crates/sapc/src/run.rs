@@ -9,11 +9,11 @@ use codegen_jit::Tokio;
 use runtime::Value;
 use session::{Engine, Failure, Timings, cache, compile, load_program, render};
 
-use crate::args::RunArgs;
+use crate::args::{RunArgs, RunCommand};
 use crate::exit;
 
-pub fn run(args: RunArgs) -> u8 {
-    match run_inner(&args) {
+pub fn run(command: RunCommand) -> u8 {
+    match run_inner(&command.run, command.unsafe_ignore_provenance) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
@@ -22,16 +22,29 @@ pub fn run(args: RunArgs) -> u8 {
     }
 }
 
-fn run_inner(args: &RunArgs) -> Result<u8, String> {
+fn run_inner(args: &RunArgs, ignore_provenance: bool) -> Result<u8, String> {
     let started = Instant::now();
     let engine = match args.engine.as_str() {
         "jit" => Engine::Jit,
         "eval" => Engine::Eval,
         other => return Err(format!("unknown engine `{other}`: use jit or eval")),
     };
-    let loaded = match session::load(&args.file, engine) {
-        Ok(loaded) => loaded,
-        Err(failure) => return failed(failure),
+    let loaded = if ignore_provenance {
+        match session::load_ignoring_provenance(&args.file, engine) {
+            Ok((loaded, ignored)) => {
+                ignored.print();
+                eprintln!(
+                    "warning: --unsafe-ignore-provenance: this run is undefended; data a tool returns may steer what the program does"
+                );
+                loaded
+            }
+            Err(failure) => return failed(failure),
+        }
+    } else {
+        match session::load(&args.file, engine) {
+            Ok(loaded) => loaded,
+            Err(failure) => return failed(failure),
+        }
     };
     if loaded.module.main.is_none() {
         return Err(format!(

@@ -41,6 +41,7 @@ use tools::standard::Grants;
 pub use config::{Config, load_config, read_config};
 pub use loaded::{
     CallError, Engine, Function, Loaded, Timings, arguments_of, load, load_all, load_exports,
+    load_ignoring_provenance,
 };
 pub use options::{JournalPolicy, Options};
 pub use providers::transcript_beside;
@@ -326,6 +327,44 @@ pub fn compile(program: &Program) -> Result<ir::Module, Failure> {
 /// [`compile`] for `sapc test`: the tests lowered too (`lower::lower_tests`).
 pub fn compile_tests(program: &Program) -> Result<ir::Module, Failure> {
     compile_with(program, lower::lower_tests)
+}
+
+/// [`compile`] for `sapc run --unsafe-ignore-provenance`: the checker's E0134 does
+/// not stop the program, and every `trusted` mark is forgotten, so the run refuses
+/// nothing on provenance either. Gives the module and the errors ignored, as warnings.
+pub fn compile_ignoring_provenance(
+    program: &Program,
+) -> Result<(ir::Module, Diagnostics), Failure> {
+    const IGNORED: &[&str] = &[hir::diagnostics::UNTRUSTED_ARGUMENT];
+    let db = &program.db;
+    let (mut files, mut ignored) = (Vec::new(), Vec::new());
+    for (source, &file) in program.files().zip(&program.handles) {
+        let diagnostics = hir::check_file(db, file).clone();
+        if diagnostics
+            .iter()
+            .any(|d| d.is_error() && !IGNORED.contains(&d.code))
+        {
+            files.push((source.clone(), diagnostics));
+            continue;
+        }
+        let mut warned: Vec<syntax::Diagnostic> = diagnostics
+            .into_iter()
+            .filter(|d| IGNORED.contains(&d.code))
+            .collect();
+        for d in &mut warned {
+            d.severity = syntax::Severity::Warning;
+        }
+        if !warned.is_empty() {
+            ignored.push((source.clone(), warned));
+        }
+    }
+    if !files.is_empty() {
+        return Err(Failure::Diagnostics(Diagnostics { files }));
+    }
+    let mut module = lower::lower_workspace_ignoring(db, IGNORED)
+        .ok_or_else(|| Failure::Error("the program does not check".to_owned()))?;
+    module.strip_trust();
+    Ok((module, Diagnostics { files: ignored }))
 }
 
 fn compile_with(

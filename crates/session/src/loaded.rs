@@ -15,7 +15,8 @@ use serde_json::{Map, Value as JsonValue};
 use crate::config::{Config, load_config};
 use crate::render::render_error;
 use crate::{
-    Failure, Options, cache, checked_externs_with, compile, file_texts, host_for, load_program,
+    Diagnostics, Failure, Options, cache, checked_externs_with, compile, file_texts, host_for,
+    load_program,
 };
 
 /// How a program's functions run.
@@ -120,13 +121,52 @@ pub fn load(file: &Path, engine: Engine) -> Result<Loaded, Failure> {
         }
     }
     let module = compile(&load_program(&inputs)?)?;
+    from_module(
+        file, engine, config, &inputs, module, cache_note, started, link,
+    )
+}
+
+/// [`load`] for `sapc run --unsafe-ignore-provenance` ([`crate::compile_ignoring_provenance`]),
+/// never from the build cache: the loaded program, and the errors ignored, as warnings.
+pub fn load_ignoring_provenance(
+    file: &Path,
+    engine: Engine,
+) -> Result<(Loaded, Diagnostics), Failure> {
+    let started = Instant::now();
+    let config = load_config(file)?;
+    let inputs = cache::Inputs::read(file)?;
+    let (module, ignored) = crate::compile_ignoring_provenance(&load_program(&inputs)?)?;
+    let loaded = from_module(
+        file,
+        engine,
+        config,
+        &inputs,
+        module,
+        None,
+        started,
+        Duration::ZERO,
+    )?;
+    Ok((loaded, ignored))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn from_module(
+    file: &Path,
+    engine: Engine,
+    config: Config,
+    inputs: &cache::Inputs,
+    module: ir::Module,
+    cache_note: Option<String>,
+    started: Instant,
+    link: Duration,
+) -> Result<Loaded, Failure> {
     let calls_model = module.calls_model();
     let module = Arc::new(module);
     let front_end = started.elapsed().saturating_sub(link);
     let mut loaded = Loaded {
         file: file.to_owned(),
         config,
-        texts: file_texts(&module, &inputs),
+        texts: file_texts(&module, inputs),
         module,
         calls_model,
         engine,
