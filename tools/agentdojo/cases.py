@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +53,24 @@ class Case:
         return FunctionsRuntime(self.suite.tools)
 
 
+_loaded: dict[tuple[str, str, str | None, str], Case] = {}
+_loading = threading.Lock()
+
+
 def load(suite: str, user_task: str, injection_task: str | None = None,
          version: str = VERSION) -> Case:
+    """The case, with an environment of its own (building one parses the suite's YAML
+    and runs the attack: done once per case in a process, then copied)."""
+    key = (suite, user_task, injection_task, version)
+    with _loading:
+        if key not in _loaded:
+            _loaded[key] = _build(*key)
+        c = _loaded[key]
+    return Case(c.suite, c.user_task, c.injection_task, dict(c.injections),
+                c.environment.model_copy(deep=True))
+
+
+def _build(suite: str, user_task: str, injection_task: str | None, version: str) -> Case:
     s = get_suite(version, suite)
     if not s:
         raise SystemExit(f"AgentDojo {version} has no suite `{suite}`")
