@@ -158,8 +158,10 @@ class CaseDouble:
                 depends.append(fid)
             aid = len(atoms) + 1
             name = names.get(call.function, call.function)
-            for key in _required(schema, name):
+            props = _input_schema(schema, name)
+            for key in props.get("required", []):
                 inputs.setdefault(key, None)  # an optional parameter the call leaves out
+            inputs = {k: conform(v, props.get("properties", {}).get(k, {})) for k, v in inputs.items()}
             atoms.append({"id": aid, "kind": "tool", "name": name,
                           "input": inputs, "dependsOn": depends})
             atom_of_call[i] = aid
@@ -212,6 +214,8 @@ class CaseDouble:
             wanted = option["properties"]["arguments"]
             for key in wanted.get("required", []):
                 arguments.setdefault(key, None)
+            arguments = {k: conform(v, wanted.get("properties", {}).get(k, {}))
+                         for k, v in arguments.items()}
             return {"choice": {"option": option["properties"]["option"]["enum"][0],
                                "arguments": arguments}}
         said = self.case.user_task.GROUND_TRUTH_OUTPUT or ""
@@ -271,14 +275,31 @@ def _number_forms(value: float) -> list[str]:
     return [f for f in forms if len(f) > 1]
 
 
-def _required(schema: dict[str, Any], tool: str) -> list[str]:
-    """The input keys the plan schema requires of an atom calling `tool`."""
+def _input_schema(schema: dict[str, Any], tool: str) -> dict[str, Any]:
+    """The schema of the input of an atom calling `tool`, in the plan schema."""
     items = schema.get("properties", {}).get("atoms", {}).get("items", {})
     for option in items.get("anyOf", []):
         props = option.get("properties", {})
         if tool in props.get("name", {}).get("enum", []):
-            return list(props.get("input", {}).get("required", []))
-    return []
+            return props.get("input", {})
+    return {}
+
+
+def conform(value: Any, schema: dict[str, Any]) -> Any:
+    """`value` as `schema` has it written: sap asks for a `Json` value as JSON text."""
+    if isinstance(value, str) and value.startswith("<result_of_"):
+        return value
+    for union in ("anyOf", "oneOf"):
+        for option in schema.get(union, []):
+            kind = option.get("type")
+            if (value is None) == (kind == "null") and not (
+                    kind == "string" and "pattern" in option):
+                return conform(value, option)
+    if schema.get("type") == "string" and not isinstance(value, str) and value is not None:
+        return json.dumps(value)
+    if schema.get("type") == "array" and isinstance(value, list):
+        return [conform(v, schema.get("items", {})) for v in value]
+    return value
 
 
 def _tool_names(schema: dict[str, Any]) -> dict[str, str]:
