@@ -1,6 +1,7 @@
 //! The Python package's own tests, run by `cargo test`: `tools/python/setup.sh` brings
 //! maturin and a wheelhouse from PyPI, the wheel is built from this checkout (debug, on
-//! this build's target directory), installed into a fresh virtual environment made
+//! this build's target directory; or `SAP_PYTHON_WHEEL` names one already built from
+//! it, as CI's release wheel), installed into a fresh virtual environment made
 //! offline from the wheelhouse, and `crates/python/tests/test_saplang.py` runs there
 //! under pytest. Skipped, saying why, only when the set-up cannot install maturin.
 
@@ -46,20 +47,28 @@ fn the_wheel_installs_into_a_fresh_environment_and_passes_its_tests() {
         }
     };
     let scratch = test_support::Scratch::new("python-wheel");
-    let wheels = scratch.join("wheels");
-    run(
-        "maturin build",
-        Command::new(cache.join("venv/bin/maturin"))
-            .current_dir(&root)
-            .args(["build", "--quiet", "-m", "crates/python/Cargo.toml", "-o"])
-            .arg(&wheels),
-    );
-    let wheel = std::fs::read_dir(&wheels)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .expect("maturin wrote a wheel");
+    // CI builds the release wheel from this checkout first and names it here, which
+    // spares a second build of the whole workspace (debug, with pyo3's features).
+    let wheel = match std::env::var_os("SAP_PYTHON_WHEEL") {
+        Some(built) => PathBuf::from(built),
+        None => {
+            let wheels = scratch.join("wheels");
+            run(
+                "maturin build",
+                Command::new(cache.join("venv/bin/maturin"))
+                    .current_dir(&root)
+                    .args(["build", "--quiet", "-m", "crates/python/Cargo.toml", "-o"])
+                    .arg(&wheels),
+            );
+            std::fs::read_dir(&wheels)
+                .unwrap()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|e| e == "whl"))
+                .expect("maturin wrote a wheel")
+        }
+    };
+    assert!(wheel.is_file(), "no wheel at {}", wheel.display());
     let venv = scratch.join("venv");
     run(
         "python3 -m venv",
