@@ -14,8 +14,7 @@ server that knows the AgentDojo case each request belongs to (the path names it:
   value; the written answer is the task's ground-truth output.
 
 It measures what a program's structure alone guarantees: the worst a model can do with
-what the program shows it. Used by run.py; `python double.py --selftest` checks the
-plans it writes against AgentDojo's cases.
+what the program shows it. Used by run.py, which serves it for the cases it runs.
 """
 
 from __future__ import annotations
@@ -59,10 +58,6 @@ def shaped(schema: dict[str, Any], value: Any) -> Any:
     if schema.get("type") == "object" and len(props) == 1 and not isinstance(value, dict):
         return {next(iter(props)): value}
     return value
-
-
-def text_of(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 class CaseDouble:

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -116,7 +116,6 @@ class Outcome:
     seconds: float = 0.0
     tool_trace: str = ""
     model_trace: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 def run_case(args, host: CaseHost, server: double.DoubleServer | None, suite: str, ut: str,
