@@ -20,11 +20,13 @@ import sys
 # provider; `journal` stands alone; `session` wires a run together for the front ends,
 # and `sapc` is one of them.
 MAY_USE = {
+    # No code: the union of the builds' features in shared crates (its Cargo.toml).
+    "workspace-hack": set(),
     "syntax": set(),
     "builtins": set(),
     "test-support": set(),
     "journal": set(),
-    "llm": set(),
+    "llm": {"workspace-hack"},
     "http-transport": {"llm"},
     "providers": {"llm", "http-transport"},
     "provider-local": {"llm"},
