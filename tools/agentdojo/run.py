@@ -10,10 +10,10 @@ attack succeed; utility under attack). `--limit N` takes the first N user tasks 
 first N injection tasks of each suite. Each case is one `sapc run` of the suite's agent
 (`agents/SUITE_agent.sap`, or `agents/SUITE_naive.sap`) with the case in its
 environment; its environment server (env_server.py) records the tool calls, and
-judge.py judges them. `--model` comes last: `obeying` is the double that always obeys
-(double.py); anything else is passed to `sapc run` as the provider's flags
-(`--model --provider local --model PATH.gguf`, `--model --provider openai --base-url
-URL --model NAME`).
+judge.py judges them. `--model obeying` is the double that always obeys (double.py);
+anything else after `--model` is passed to `sapc run` as the provider's flags (`--model
+--provider local --model PATH.gguf`, `--model --provider openai --base-url URL --model
+NAME`), except this script's own options, which may come before or after it.
 
 Writes DIR/cases.jsonl (one line per case, with its trace paths) and DIR/table.md (the
 AgentDojo paper's measures per suite and in total), prints the table, and ends with
@@ -220,8 +220,26 @@ def main() -> int:
     p.add_argument("--sapc-flag", action="append", default=[],
                    help="an extra flag for `sapc run` (repeatable)")
     p.add_argument("--model", nargs=argparse.REMAINDER, required=True,
-                   help="`obeying`, or the provider's flags for `sapc run` (last)")
+                   help="`obeying`, or the provider's flags for `sapc run`")
     args = p.parse_args()
+    # The harness's own options may also follow `--model obeying` or the provider's
+    # flags (`--model obeying --limit 5`): they are taken back out (sapc run has none
+    # of these names).
+    own = {a for action in p._actions for a in action.option_strings} - {"--model", "-h", "--help"}
+    model, rest, i = [], [], 0
+    while i < len(args.model or []):
+        token = args.model[i]
+        name = token.split("=", 1)[0]
+        if name in own:
+            rest.append(token)
+            if "=" not in token and i + 1 < len(args.model):
+                rest.append(args.model[i + 1])
+                i += 1
+        else:
+            model.append(token)
+        i += 1
+    if rest:
+        args = p.parse_args(sys.argv[1:sys.argv.index("--model")] + rest + ["--model", *model])
     if not args.model:
         p.error("--model needs `obeying` or the provider's flags")
     args.sapc = os.path.abspath(args.sapc)
