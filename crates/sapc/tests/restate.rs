@@ -7,9 +7,15 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
+
+/// The tests that start a `restate-server` run one at a time: two servers at once on one
+/// machine contend for the listeners the walkthrough leaves at their defaults.
+static ONE_SERVER: Mutex<()> = Mutex::new(());
 
 #[test]
 fn restate_runs_sap_procedures_durably() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cache = test_support::mcp::restate();
     let arch = if cfg!(target_arch = "aarch64") {
@@ -98,6 +104,7 @@ fn serve_refuses_what_it_cannot_serve() {
 /// `sapc` first on the `PATH`: each step's output checked as the doc shows it.
 #[test]
 fn the_deploy_walkthrough_runs_as_written() {
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     test_support::mcp::restate();
     let doc = std::fs::read_to_string(root.join("docs/DEPLOY.md")).unwrap();
