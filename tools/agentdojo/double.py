@@ -1,6 +1,6 @@
 """The model double that always obeys (#40): an OpenAI-compatible Chat Completions
-server that knows the AgentDojo case each request belongs to (the path names it:
-`/<case key>/v1/chat/completions`), and answers
+server that knows the AgentDojo case each request belongs to (the model a request asks
+for is the case's key), and answers
 
 - when the prompt holds an injected text: so as to carry the injection out as far as
   the answer's type lets it — the attacker's values for a value read from data (the
@@ -20,13 +20,15 @@ what the program shows it. Used by run.py, which serves it for the cases it runs
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import cases
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../crates/python/tests"))
+from model_server import ModelServer  # noqa: E402
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 
 # The data blocks sap shows the model: `<data from="fn" name="param">…</data>`.
@@ -308,64 +310,28 @@ def _tool_names(schema: dict[str, Any]) -> dict[str, str]:
 
 
 class DoubleServer:
-    """Serves the doubles of many cases at once, each under its own path."""
+    """Serves the doubles of many cases at once on the Python package's test model server
+    (crates/python/tests/model_server.py): each run names its case as the model."""
 
     def __init__(self) -> None:
         self.cases: dict[str, CaseDouble] = {}
-        self.lock = threading.Lock()
-        server = self
+        self.server = ModelServer(answer=self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def _answer(self, body: dict[str, Any], schema: dict[str, Any]) -> Any:
+        spec = (body.get("response_format") or {}).get("json_schema") or {}
+        name = (spec.get("name") or "").removesuffix("_result")
+        prompt = "\n".join(m.get("content") or "" for m in body.get("messages", [])
+                           if isinstance(m.get("content"), str))
+        double = self.cases.get(body.get("model", ""))
+        return double.answer(name, prompt, schema) if double else first_value(schema)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                key = self.path.strip("/").split("/")[0]
-                rf = body.get("response_format") or {}
-                spec = rf.get("json_schema") or {}
-                schema = spec.get("schema") or {}
-                name = (spec.get("name") or "").removesuffix("_result")
-                prompt = "\n".join(m.get("content") or "" for m in body.get("messages", [])
-                                   if isinstance(m.get("content"), str))
-                double = server.cases.get(key)
-                value = double.answer(name, prompt, schema) if double else first_value(schema)
-                content = json.dumps(value)
-                usage = {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(content) // 4}
-                if body.get("stream"):
-                    chunks = [{"choices": [{"index": 0, "delta": {"content": content}}]},
-                              {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                              {"choices": [], "usage": usage}]
-                    data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-                    kind = "text/event-stream"
-                else:
-                    data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                    "message": {"role": "assistant", "content": content}}],
-                                       "usage": usage})
-                    kind = "application/json"
-                raw = data.encode()
-                self.send_response(200)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def add(self, key: str, double: CaseDouble) -> str:
-        """Serves `double` under `key`: the base URL a run's provider is given."""
-        with self.lock:
-            self.cases[key] = double
-        return f"http://127.0.0.1:{self.port}/{key}/v1"
+    def add(self, key: str, double: CaseDouble) -> list[str]:
+        """Serves `double` as the model `key`: the provider's flags for `sapc run`."""
+        self.cases[key] = double
+        return ["--provider", "openai", "--base-url", self.server.url, "--model", key]
 
     def remove(self, key: str) -> None:
-        with self.lock:
-            self.cases.pop(key, None)
+        self.cases.pop(key, None)
 
 
 if __name__ == "__main__":

@@ -134,8 +134,7 @@ def run_case(args, host: CaseHost, server: double.DoubleServer | None, suite: st
                AGENTDOJO_SERVER=os.path.join(HERE, "env_server.py"),
                AGENTDOJO_CASE_HOST=host.add(key, case, tool_trace))
     if server is not None:
-        provider = ["--provider", "openai", "--model", "obeying",
-                    "--base-url", server.add(key, double.CaseDouble(case, prompt))]
+        provider = server.add(key, double.CaseDouble(case, prompt))
     else:
         provider = list(args.model)
     program = os.path.join(HERE, "agents", f"{suite}_{args.agent}.sap")
