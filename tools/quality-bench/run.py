@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""The quality benchmark of #39 (first pieces): runs variants of the Philadelphia cafes
-benchmark, each a sap program beside this file, over a fixed range of the 100 requests,
-on one model and provider, and prints Hits@1, Hits@5, model calls, tokens and time per
-request as a Markdown table.
+"""The quality benchmark of #39: runs variants of the Philadelphia cafes benchmark, each
+a sap program beside this file, over a fixed range of the 100 requests, on one model and
+provider, and prints Hits@1, Hits@5, model calls, tokens, time per request and, for the
+variants that score every cafe, how many requests the tie-break decided, as a Markdown
+table.
 
-    tools/quality-bench/run.py --variants first_five,direct --first 0 --count 10 \\
-        -- --provider local --model ~/.cache/sap-local-model/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf
+    tools/quality-bench/run.py --variants first_five,direct,cot,anot_prelude --first 0 --count 10 \\
+        --seeds 0,1 -- --provider local --model ~/.cache/sap-local-model/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf
 
-Variants so far: `first_five` (the cafes in file order: the floor, no model) and
-`direct` (one call per request with all 50 cafes). Chain of thought and ANoT are to come.
+Variants: `first_five` (the cafes in file order: the floor, no model), `direct` (one
+call per request with all 50 cafes), `cot` (the same with a reasoning field first) and
+`anot_prelude` (`anot::scores` from the prelude, ties broken by a shuffle drawn from the
+seed; one row per seed).
 """
 
 from __future__ import annotations
@@ -24,25 +27,36 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def run(sapc: str, variant: str, first: int, count: int, flags: list[str]) -> dict:
+# The variants whose `main` takes a seed for breaking ties.
+SEEDED = {"anot_prelude"}
+
+
+def run(sapc: str, variant: str, first: int, count: int, seed: int, flags: list[str]) -> dict:
     started = time.monotonic()
+    args = [str(first), str(count)] + ([str(seed)] if variant in SEEDED else [])
     out = subprocess.run(
-        [sapc, "run", str(HERE / f"{variant}.sap"), "--stats", *flags, "--", str(first), str(count)],
+        [sapc, "run", str(HERE / f"{variant}.sap"), "--stats", *flags, "--", *args],
         capture_output=True, text=True, cwd=ROOT,
     )
     wall = time.monotonic() - started
     if out.returncode != 0:
         raise SystemExit(f"{variant} failed:\n{out.stderr}")
     results = []
+    ties = {"top": 0, "five": 0}
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             _, rid, gold, ranked = line.split(" ", 3)
             results.append((rid, int(gold), json.loads(ranked)))
+        elif line.startswith("TIES "):
+            kind = line.split(" ")[2]
+            if kind in ties:
+                ties[kind] += 1
     stats = re.search(r"(\d+) LLM calls.*?tokens: (\d+) in.*?, (\d+) out", out.stderr)
     calls, tokens_in, tokens_out = (int(g) for g in stats.groups()) if stats else (0, 0, 0)
     n = len(results)
     return {
-        "variant": variant,
+        "variant": variant + (f" (seed {seed})" if variant in SEEDED else ""),
+        "ties": f"{ties['top']} / {ties['five']}" if variant in SEEDED else "—",
         "requests": n,
         "hits1": sum(r[2][:1] == [r[1]] for r in results),
         "hits5": sum(r[1] in r[2][:5] for r in results),
@@ -59,6 +73,7 @@ def main() -> None:
     parser.add_argument("--variants", default="first_five,direct")
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--seeds", default="0", help="seeds for the tie-break, comma-separated")
     parser.add_argument("flags", nargs="*", help="sapc run's flags, after --")
     args = parser.parse_args()
     print(f"requests {args.first + 1}–{args.first + args.count}; flags: {' '.join(args.flags) or '(none)'}\n")

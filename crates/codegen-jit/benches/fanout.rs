@@ -35,17 +35,12 @@ fn module(source: &str) -> Arc<ir::Module> {
 
 /// The scripted model: answers by the call site named in the instruction.
 fn answer(user: &str) -> serde_json::Value {
-    if user.contains("Judge whether this item fits") {
-        let verdict = if user.contains("wifi = free;") {
-            "Match"
-        } else {
-            "NoMatch"
-        };
-        json!({ "value": verdict })
-    } else if user.contains("result of `write_plan`") {
-        json!({ "fields": ["wifi"], "name_field": "name" })
-    } else if user.contains("Choose one of these options") {
-        json!({ "choice": { "option": 4, "arguments": {} } })
+    if user.contains("result of `holds`") {
+        json!({ "value": user.contains("opens = 7:") })
+    } else if user.contains("result of `read_request`") {
+        json!({ "summary": "opens early", "wants": ["opens early"] })
+    } else if user.contains("result of `condition_for`") {
+        json!({ "field": "opens", "value": "" })
     } else if user.contains("result of `write_subtasks`") {
         json!({ "value": (0..BRANCHES).map(|i| format!("look up fact {i}")).collect::<Vec<_>>() })
     } else if user.contains("result of `prerequisites`") {
@@ -225,14 +220,15 @@ fn main() {
         .build()
         .unwrap();
     let items: Vec<serde_json::Value> = (0..BRANCHES)
-        .map(|i| json!({ "name": format!("cafe {i}"), "wifi": if i % 7 == 0 { "free" } else { "no" } }))
+        .map(|i| json!({ "name": format!("cafe {i}"), "opens": format!("{}:{:03}", 7 + i % 5, i) }))
         .collect();
     let anot = format!(
-        "use anot\nfn main(ctx: Context) -> () {{\n    let items = json_parse({:?})\n    print(to_string(anot::rank(ctx, \"free wifi\", items, 5)))\n}}\n",
+        "use anot\nfn main(ctx: Context) -> () {{\n    let items = json_parse({:?})\n    print(to_string(anot::rank(ctx, \"open early\", items, 5)))\n}}\n",
         serde_json::Value::Array(items).to_string()
     );
     let got = "use got\nfn main(ctx: Context) -> () {\n    print(got::solve(ctx, \"collect the facts\"))\n}\n";
-    // anot: exploration (one choice), the plan, then the 200 judgements in parallel.
+    // anot: the wants, the condition of the one want, then the opening times judged in
+    // parallel (each of the 200 is distinct).
     // got: the subtasks, 200 prerequisites in parallel, the layer of 200 in parallel,
     // the synthesis.
     let cases: Vec<(&str, Arc<ir::Module>, u32)> = vec![

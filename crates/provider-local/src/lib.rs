@@ -265,8 +265,8 @@ impl Provider for LocalProvider {
 enum SchemaPlace {
     Nowhere,
     /// In the system turn, before the context: calls asking for the same type share
-    /// it in their prompts' prefix, so it is evaluated once for all of them (the 150
-    /// `judge` calls of `anot_cafes`).
+    /// it in their prompts' prefix, so it is evaluated once for all of them (the
+    /// `condition_for` calls of `anot_cafes`).
     System,
     /// After the call-site instruction, where a model reads it last, but evaluated
     /// anew at every call: it follows the context, which differs from call to call.

@@ -28,18 +28,15 @@ fn example_names() -> Vec<String> {
 fn script(example: &str) -> HashMap<&'static str, Vec<Value>> {
     let mut script = base_script();
     if example == "anot_cafes" {
-        // Exploration: the union of the attribute keys, then finish; once per request.
-        let explore = [
-            json!({ "choice": { "option": 2, "arguments": { "path": "items[*].attributes" } } }),
-            json!({ "choice": { "option": 4, "arguments": {} } }),
-        ];
-        script.insert("choice", explore.iter().cycle().take(6).cloned().collect());
+        // What each of the three requests wants; the field of each want is answered by
+        // its words (below).
         script.insert(
-            "write_plan_result",
-            vec![json!({
-                "fields": ["attributes.DriveThru", "attributes.GoodForKids", "attributes.HasTV"],
-                "name_field": "name"
-            })],
+            "read_request_result",
+            vec![
+                json!({ "summary": "a drive-through for a toddler, no screens", "wants": ["drive-through", "good for kids", "no TV"] }),
+                json!({ "summary": "trendy, bikes, a coat check, wifi", "wants": ["trendy", "coat check", "bike parking", "free wifi"] }),
+                json!({ "summary": "cocktails, a coat check, an indie vibe", "wants": ["coat check", "full bar", "hipster vibe"] }),
+            ],
         );
     }
     if example == "react" {
@@ -277,22 +274,25 @@ fn record_transcripts() {
             } else {
                 json!({ "topic": "security", "decisions": ["the local cache is encrypted with the OS keychain's key."], "open_questions": ["do shared notebooks need a separate key?"] })
             })
-        } else if name == "judge_result" {
-            // A rule stands in for the model when judging a cafe: a drive-through that
-            // is good for kids and has no TV matches, a missing field is unknown.
-            let user = body["messages"][1]["content"].as_str().unwrap_or("");
-            let evidence = user.rsplit("<data").next().unwrap_or("");
-            let verdict = if ["DriveThru", "GoodForKids", "HasTV"].iter().any(|f| !evidence.contains(&format!("attributes.{f} ="))) {
-                "Unknown"
-            } else if evidence.contains("DriveThru = True;")
-                && evidence.contains("GoodForKids = True;")
-                && evidence.contains("HasTV = False;")
-            {
-                "Match"
-            } else {
-                "NoMatch"
-            };
-            json!({ "value": verdict })
+        } else if name == "condition_for_result" {
+            // A rule stands in for the model naming the field of a cafe's data that
+            // shows one want, and the value that means a cafe has it.
+            let (field, value) = [
+                ("drive", "attributes.DriveThru", "True"),
+                ("kids", "attributes.GoodForKids", "True"),
+                ("TV", "attributes.HasTV", "False"),
+                ("trendy", "attributes.Ambience.trendy", "True"),
+                ("coat", "attributes.CoatCheck", "True"),
+                ("bike", "attributes.BikeParking", "True"),
+                ("wifi", "attributes.WiFi", "free"),
+                ("bar", "attributes.Alcohol", "full_bar"),
+                ("hipster", "attributes.Ambience.hipster", "True"),
+            ]
+            .into_iter()
+            .find(|(word, _, _)| last.contains(word))
+            .map(|(_, field, value)| (field, value))
+            .expect("a want the script knows");
+            json!({ "field": field, "value": value })
         } else {
             assert!(!options.is_empty(), "no scripted answer for `{name}`");
             options[(*n).min(options.len() - 1)].clone()
