@@ -28,7 +28,7 @@ ROOT = HERE.parents[1]
 
 
 # The variants whose `main` takes a seed for breaking ties.
-SEEDED = {"anot_prelude"}
+SEEDED = {"anot_prelude", "anot_gold_plan"}
 
 
 def run(sapc: str, variant: str, first: int, count: int, seed: int, flags: list[str]) -> dict:
@@ -77,18 +77,25 @@ def main() -> None:
     parser.add_argument("flags", nargs="*", help="sapc run's flags, after --")
     args = parser.parse_args()
     print(f"requests {args.first + 1}–{args.first + args.count}; flags: {' '.join(args.flags) or '(none)'}\n")
-    print("| variant | requests | Hits@1 | Hits@5 | model calls | prompt tokens | output tokens | s per request |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| variant | requests | Hits@1 | Hits@5 | drawn: first place / fifth | model calls "
+        "| prompt tokens | output tokens | s per request |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for variant in args.variants.split(","):
-        flags = [] if variant == "first_five" else args.flags
-        r = run(args.sapc, variant, args.first, args.count, flags)
-        n = max(r["requests"], 1)
-        print(
-            f"| {variant} | {r['requests']} | {100 * r['hits1'] / n:.0f}% | {100 * r['hits5'] / n:.0f}% "
-            f"| {r['calls']} | {r['tokens_in']} | {r['tokens_out']} | {r['seconds_per_request']:.1f} |",
-            flush=True,
-        )
-
+        # The floor and the gold plan make no model call: an empty transcript answers
+        # none, so a call would fail rather than reach a model.
+        flags = ["--replay", "/dev/null"] if variant in ("first_five", "anot_gold_plan") else args.flags
+        seeds = [int(s) for s in args.seeds.split(",")] if variant in SEEDED else [0]
+        for seed in seeds:
+            r = run(args.sapc, variant, args.first, args.count, seed, flags)
+            n = max(r["requests"], 1)
+            print(
+                f"| {r['variant']} | {r['requests']} | {100 * r['hits1'] / n:.0f}% | {100 * r['hits5'] / n:.0f}% "
+                f"| {r['ties']} | {r['calls']} | {r['tokens_in']} | {r['tokens_out']} "
+                f"| {r['seconds_per_request']:.1f} |",
+                flush=True,
+            )
 
 if __name__ == "__main__":
     main()

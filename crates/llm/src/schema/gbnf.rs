@@ -6,8 +6,12 @@
 //! required, in declaration order; string enums; nullable unions; integers with the
 //! `i32` range; lists; a `select`'s `anyOf` of its clauses) or from a program
 //! (`produce_matching`: any JSON Schema). What the generator does not know becomes any
-//! JSON value, which validation then checks. The JSON is compact: no whitespace
-//! between tokens, so the model spends no tokens on layout and cannot run away in it.
+//! JSON value, which validation then checks. The JSON is compact but for one optional
+//! space after each `:` and `,`: models trained on JSON written `{"a": 1, "b": 2}`
+//! (Qwen2.5) choose a token holding that space next (` "`), and where the grammar
+//! refused it, took the best token it allowed instead — `",` — and wrote field names
+//! such as `,BestNights`. The space costs no token where it is merged with the next
+//! one, and one space at most cannot run away.
 
 use std::collections::HashMap;
 
@@ -38,8 +42,9 @@ int ::= "-"? ([0-9] | [1-9] [0-9]{1,18})
 number ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})?
 string ::= "\"" char{0,2000} "\""
 value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" (string ":" value ("," string ":" value){0,63})? "}"
-array ::= "[" (value ("," value){0,63})? "]"
+object ::= "{" (string ":" sp value ("," sp string ":" sp value){0,63})? "}"
+array ::= "[" (value ("," sp value){0,63})? "]"
+sp ::= " "?
 "#;
 
 #[derive(Default)]
@@ -147,7 +152,11 @@ impl Grammar {
                 if most == 0 {
                     return "\"[]\"".to_owned();
                 }
-                let rest = format!("(\",\" {item}){{{},{}}}", least.saturating_sub(1), most - 1);
+                let rest = format!(
+                    "(\",\" sp {item}){{{},{}}}",
+                    least.saturating_sub(1),
+                    most - 1
+                );
                 if least == 0 {
                     format!("\"[\" ({item} {rest})? \"]\"")
                 } else {
@@ -174,14 +183,14 @@ impl Grammar {
                     }
                     let rule = self.rule_for(property);
                     parts.push(format!(
-                        "{} \":\" {rule}",
+                        "{} \":\" sp {rule}",
                         literal(&JsonValue::String(key.clone()))
                     ));
                 }
                 if parts.is_empty() {
                     return "\"{}\"".to_owned();
                 }
-                format!("\"{{\" {} \"}}\"", parts.join(" \",\" "))
+                format!("\"{{\" {} \"}}\"", parts.join(" \",\" sp "))
             }
             _ => "value".to_owned(),
         }
@@ -365,10 +374,13 @@ mod tests {
         let root = g.lines().next().unwrap();
         assert_eq!(root, "root ::= r0");
         assert!(
-            g.contains(r#"r0 ::= "{" "\"bugs\"" ":" r1 "," "\"severity\"" ":" r3 "," "\"count\"" ":" r4 "," "\"note\"" ":" r5 "}""#),
+            g.contains(r#"r0 ::= "{" "\"bugs\"" ":" sp r1 "," sp "\"severity\"" ":" sp r3 "," sp "\"count\"" ":" sp r4 "," sp "\"note\"" ":" sp r5 "}""#),
             "{g}"
         );
-        assert!(g.contains(r#"r1 ::= "[" (r2 ("," r2){0,63})? "]""#), "{g}");
+        assert!(
+            g.contains(r#"r1 ::= "[" (r2 ("," sp r2){0,63})? "]""#),
+            "{g}"
+        );
         assert!(g.contains("r2 ::= string\n"), "{g}");
         assert!(g.contains(r#"r3 ::= ("\"Low\"" | "\"High\"")"#), "{g}");
         assert!(g.contains(r#"r4 ::= ("-" ("#), "{g}");
@@ -488,7 +500,7 @@ mod tests {
         let g = grammar(
             &json!({ "type": "array", "items": { "type": "boolean" }, "minItems": 2, "maxItems": 3 }),
         );
-        assert!(g.contains(r#"r0 ::= "[" r1 ("," r1){1,2} "]""#), "{g}");
+        assert!(g.contains(r#"r0 ::= "[" r1 ("," sp r1){1,2} "]""#), "{g}");
         // A schema it does not know is any JSON value.
         let g = grammar(&json!({ "not": { "type": "string" } }));
         assert!(g.starts_with("root ::= r0\nr0 ::= value\n"), "{g}");
