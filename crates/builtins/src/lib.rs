@@ -164,6 +164,9 @@ builtins! {
     JsonLen "json_len"(value: Json) -> I64;
     /// The keys of an object, in order.
     JsonKeys "json_keys"(value: Json) -> STRINGS;
+    /// What kind of JSON value it is: `object`, `array`, `string`, `number`, `boolean`
+    /// or `null`.
+    JsonKind "json_kind"(value: Json) -> STR;
     /// The elements of an array.
     JsonItems "json_items"(value: Json) -> SigType::List(&Json);
     /// The lines of a text.

@@ -365,6 +365,14 @@ impl Host {
                 serde_json::Value::Null => 0,
                 _ => 1,
             })),
+            (Builtin::JsonKind, [Value::Json(j)]) => Ok(Value::str(match &**j {
+                serde_json::Value::Object(_) => "object",
+                serde_json::Value::Array(_) => "array",
+                serde_json::Value::String(_) => "string",
+                serde_json::Value::Number(_) => "number",
+                serde_json::Value::Bool(_) => "boolean",
+                serde_json::Value::Null => "null",
+            })),
             (Builtin::JsonKeys, [Value::Json(j)]) => Ok(Value::List(Arc::new(match &**j {
                 serde_json::Value::Object(map) => map.keys().map(|k| Value::str(k)).collect(),
                 _ => Vec::new(),
