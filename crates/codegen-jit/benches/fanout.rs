@@ -36,7 +36,7 @@ fn module(source: &str) -> Arc<ir::Module> {
 /// The scripted model: answers by the call site named in the instruction.
 fn answer(user: &str) -> serde_json::Value {
     if user.contains("result of `holds`") {
-        json!({ "value": user.contains("opens = 7:") })
+        json!({ "value": if user.contains("opens = 7:") { "Yes" } else { "No" } })
     } else if user.contains("result of `read_request`") {
         json!({ "summary": "opens early", "wants": ["opens early"] })
     } else if user.contains("result of `condition_for`") {

@@ -458,7 +458,11 @@ fn answer<'m>(
     // full.
     let room = tokens.len() + (job.max_tokens as usize).min(ANSWER_ROOM) + 1;
     if room > ctx.n_ctx() as usize {
-        engine.grow(ctx, cache, room)?;
+        // As much again for the prompts this one alternates with: a context made for
+        // one 3,800-token prompt (a variant of ANoT's conditions, docs/QUALITY.md) had
+        // no room for the next request's first call; it grew, the cache started again,
+        // and the shared prompt took 116 s to evaluate anew.
+        engine.grow(ctx, cache, 2 * room)?;
     }
     loop {
         let may_grow = ctx.n_ctx() < engine.most;

@@ -38,8 +38,10 @@ pub fn plan_schema(tools: &[ToolSig]) -> JsonValue {
                 ("id".into(), id.clone()),
                 ("kind".into(), json!({"type": "string", "enum": ["tool"]})),
                 ("name".into(), json!({"type": "string", "enum": [t.name]})),
-                ("input".into(), schema::object(args)),
+                // What it depends on first: a model that has written `[1]` goes on to
+                // write `<result_of_1>` among the arguments (docs/QUALITY.md).
                 ("dependsOn".into(), depends.clone()),
+                ("input".into(), schema::object(args)),
             ]);
             if let (Some(doc), JsonValue::Object(map)) = (&t.doc, &mut atom) {
                 map.insert("description".into(), JsonValue::String(doc.clone()));
