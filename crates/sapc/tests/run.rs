@@ -28,8 +28,8 @@ fn example_names() -> Vec<String> {
 fn script(example: &str) -> HashMap<&'static str, Vec<Value>> {
     let mut script = base_script();
     if example == "anot_cafes" {
-        // What each of the three requests wants; the field of each want is answered by
-        // its words (below).
+        // What each of the three requests wants; the program finds each want's field and
+        // value from its words, with no further model call.
         script.insert(
             "read_request_result",
             vec![
@@ -274,25 +274,6 @@ fn record_transcripts() {
             } else {
                 json!({ "topic": "security", "decisions": ["the local cache is encrypted with the OS keychain's key."], "open_questions": ["do shared notebooks need a separate key?"] })
             })
-        } else if name == "condition_for_result" {
-            // A rule stands in for the model naming the field of a cafe's data that
-            // shows one want, and the value that means a cafe has it.
-            let (field, value) = [
-                ("drive", "attributes.DriveThru", "True"),
-                ("kids", "attributes.GoodForKids", "True"),
-                ("TV", "attributes.HasTV", "False"),
-                ("trendy", "attributes.Ambience.trendy", "True"),
-                ("coat", "attributes.CoatCheck", "True"),
-                ("bike", "attributes.BikeParking", "True"),
-                ("wifi", "attributes.WiFi", "free"),
-                ("bar", "attributes.Alcohol", "full_bar"),
-                ("hipster", "attributes.Ambience.hipster", "True"),
-            ]
-            .into_iter()
-            .find(|(word, _, _)| last.contains(word))
-            .map(|(_, field, value)| (field, value))
-            .expect("a want the script knows");
-            json!({ "field": field, "value": value })
         } else {
             assert!(!options.is_empty(), "no scripted answer for `{name}`");
             options[(*n).min(options.len() - 1)].clone()
