@@ -41,6 +41,10 @@ pub const PRELUDE: &[(&str, &str)] = &[
     ("process", include_str!("../prelude/process.sap")),
 ];
 
+/// A digest of the prelude's files (names and text), computed when the compiler is
+/// built (`build.rs`): what the build cache keys on for the prelude.
+pub const PRELUDE_DIGEST: &str = env!("SAP_PRELUDE_DIGEST");
+
 /// The path a prelude module's file has in a workspace: `<prelude>/aot.sap`.
 pub fn prelude_path(module: &str) -> String {
     format!("<prelude>/{module}.sap")

@@ -169,7 +169,7 @@ pub fn program_identity(inputs: &Inputs) -> String {
     digest(&[env!("CARGO_PKG_VERSION").as_bytes()], files)
 }
 
-/// A hash of `head`, the prelude, and each file's name and bytes (or why it could not be
+/// A hash of `head`, the prelude's digest, and each file's name and bytes (or why it could not be
 /// read), each part length-prefixed: 32 hex digits.
 fn digest<'a>(
     head: &[&[u8]],
@@ -181,10 +181,7 @@ fn digest<'a>(
         bytes.extend_from_slice(b);
     };
     head.iter().for_each(|part| put(part));
-    for (name, text) in hir::PRELUDE {
-        put(name.as_bytes());
-        put(text.as_bytes());
-    }
+    put(hir::PRELUDE_DIGEST.as_bytes());
     for (name, read) in files {
         put(name.as_bytes());
         match read {
