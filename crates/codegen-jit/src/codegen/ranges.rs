@@ -6,8 +6,12 @@
 //!
 //! A bound is known for a local whose value cannot change between the comparison and
 //! the use: a parameter never assigned, or a local assigned once (an inlined callee's
-//! parameter) where that assignment dominates the comparison. The bound holds in the
-//! blocks the branch's target dominates, when the branch is the target's only way in.
+//! parameter) where that assignment dominates the comparison; or a loop's variable
+//! (`while i < n { …; i += 1 }`, a `for`'s index) when no write to it lies on a path
+//! from the branch to the use that does not pass the comparison again. The bound holds
+//! in the blocks the branch's target dominates, when the branch is the target's only
+//! way in. Compared with a constant, the bound is the constant's; compared with any
+//! other value, `x < y` still bounds `x` by `i64::MAX - 1`, so a loop's `x + 1` fits.
 //! The program's behaviour is unchanged: only checks that cannot fail are left out,
 //! and the reference evaluator, which makes them all, is the test.
 
@@ -90,8 +94,10 @@ pub(super) fn unfailing_checks(f: &Function) -> HashSet<u32> {
         }
     };
 
-    // The bounds each branch puts on the blocks it alone leads to.
-    let mut facts: Vec<Vec<(u32, Bounds)>> = vec![Vec::new(); f.blocks.len()];
+    // The bounds each branch puts on the blocks it alone leads to, each with where the
+    // compared value was loaded when the local may be written again (a loop's
+    // variable): such a bound holds only where no write can come between.
+    let mut facts: Vec<Vec<Fact>> = vec![Vec::new(); f.blocks.len()];
     for (bi, block) in f.blocks.iter().enumerate() {
         let Terminator::Branch(cond, yes, no) = &block.term else {
             continue;
@@ -104,21 +110,50 @@ pub(super) fn unfailing_checks(f: &Function) -> HashSet<u32> {
         else {
             continue;
         };
-        let (l, k, op) = match (loads.get(x), consts.get(y), consts.get(x), loads.get(y)) {
-            (Some(&(l, lb, li)), Some(&k), _, _) if lb == bi && settled(l, lb, li) => (l, k, *op),
-            (_, _, Some(&k), Some(&(l, lb, li))) if lb == bi && settled(l, lb, li) => {
-                (l, k, mirrored(*op))
+        let is_i64 = |l: u32| f.locals.get(l as usize).map(|d| &d.ty) == Some(&Type::I64);
+        let (l, li, op, k) = match (loads.get(x), consts.get(y), consts.get(x), loads.get(y)) {
+            (Some(&(l, lb, li)), k, _, _) if lb == bi && is_i64(l) => (l, li, *op, k.copied()),
+            (_, _, k, Some(&(l, lb, li))) if lb == bi && is_i64(l) => {
+                (l, li, mirrored(*op), k.copied())
             }
             _ => continue,
         };
-        let (when_true, when_false) = split(op, k);
+        let (when_true, when_false) = match k {
+            Some(k) => split(op, k),
+            // Below (or above) some value: below the largest `i64` at least.
+            None => split_unknown(op),
+        };
+        let since = (!settled(l, bi, li)).then_some(li);
         for (target, bounds) in [(*yes, when_true), (*no, when_false)] {
             let t = target as usize;
-            if yes != no && t != 0 && preds[t] == [bi] && bounds != Bounds::ANY {
-                facts[t].push((l, bounds));
+            if yes != no && t != 0 && t != bi && preds[t] == [bi] && bounds != Bounds::ANY {
+                facts[t].push(Fact {
+                    local: l,
+                    bounds,
+                    branch: bi,
+                    since,
+                });
             }
         }
     }
+    // Whether no write to `l` can come between its load at instruction `since` of
+    // `branch` and its load at instruction `li` of block `b`, on the way through `t`.
+    let unchanged = |l: u32, branch: usize, since: usize, t: usize, b: usize, li: usize| {
+        let reach = reachable_avoiding(f, &[t], branch);
+        if !reach.contains(&b) {
+            return false;
+        }
+        let again = reachable_avoiding(f, &successors_of(f, b), branch).contains(&b);
+        writes.get(&l).into_iter().flatten().all(|&(wb, wi)| {
+            if wb == branch {
+                wi < since
+            } else if wb == b {
+                !again && wi > li
+            } else {
+                !reach.contains(&wb)
+            }
+        })
+    };
 
     for block in &f.blocks {
         for inst in &block.insts {
@@ -130,12 +165,17 @@ pub(super) fn unfailing_checks(f: &Function) -> HashSet<u32> {
             let (Some(&(l, lb, _)), Some(&c)) = (loads.get(x), consts.get(y)) else {
                 continue;
             };
+            let (lb, li) = (lb, loads[x].2);
             let mut bounds = Bounds::ANY;
             let mut at = Some(lb);
             while let Some(b) = at {
-                for &(fl, fb) in &facts[b] {
-                    if fl == l {
-                        bounds = bounds.and(fb);
+                for fact in &facts[b] {
+                    let holds = match fact.since {
+                        None => true,
+                        Some(since) => unchanged(l, fact.branch, since, b, lb, li),
+                    };
+                    if fact.local == l && holds {
+                        bounds = bounds.and(fact.bounds);
                     }
                 }
                 at = idom[b].filter(|&up| up != b);
@@ -151,6 +191,61 @@ pub(super) fn unfailing_checks(f: &Function) -> HashSet<u32> {
         }
     }
     safe
+}
+
+/// A bound a branch puts on a local in the blocks it alone leads to.
+#[derive(Clone)]
+struct Fact {
+    local: u32,
+    bounds: Bounds,
+    /// The block of the branch.
+    branch: usize,
+    /// For a local written again after the comparison (a loop's variable), the
+    /// instruction of the branch's block that loaded the compared value.
+    since: Option<usize>,
+}
+
+/// The blocks reachable from `from` (themselves included) without passing `avoid`.
+fn reachable_avoiding(f: &Function, from: &[usize], avoid: usize) -> HashSet<usize> {
+    let mut seen = HashSet::new();
+    let mut stack: Vec<usize> = from.iter().copied().filter(|&b| b != avoid).collect();
+    while let Some(b) = stack.pop() {
+        if b >= f.blocks.len() || !seen.insert(b) {
+            continue;
+        }
+        for s in successors(&f.blocks[b].term) {
+            if s as usize != avoid {
+                stack.push(s as usize);
+            }
+        }
+    }
+    seen
+}
+
+fn successors_of(f: &Function, b: usize) -> Vec<usize> {
+    successors(&f.blocks[b].term)
+        .into_iter()
+        .map(|s| s as usize)
+        .collect()
+}
+
+/// The bounds on `x` where `x op y` is true, and where it is false, for a `y` not known.
+fn split_unknown(op: BinOp) -> (Bounds, Bounds) {
+    let below = Bounds {
+        hi: i64::MAX - 1,
+        ..Bounds::ANY
+    };
+    let above = Bounds {
+        lo: i64::MIN + 1,
+        ..Bounds::ANY
+    };
+    match op {
+        BinOp::Lt => (below, Bounds::ANY),
+        BinOp::Gt => (above, Bounds::ANY),
+        BinOp::Le => (Bounds::ANY, above),
+        BinOp::Ge => (Bounds::ANY, below),
+        _ => (Bounds::ANY, Bounds::ANY),
+    }
 }
 
 /// Whether `x + c` fits in an `i64` for every `x` within `bounds`.
@@ -343,6 +438,42 @@ mod tests {
         let safe = unfailing_checks(f);
         // `m` is assigned twice, `n - 1` is bounded above only, `n + 1` below only.
         assert!(safe.is_empty(), "{safe:?}");
+    }
+
+    /// The additions of `f` in `m` whose check is left out, as (constant, safe) pairs
+    /// in the order they appear.
+    fn additions(m: &ir::Module, name: &str) -> Vec<(i64, bool)> {
+        let f = m.functions.iter().find(|f| f.name == name).unwrap();
+        let safe = unfailing_checks(f);
+        let mut consts = HashMap::new();
+        let mut out = Vec::new();
+        for inst in f.blocks.iter().flat_map(|b| &b.insts) {
+            match (&inst.op, &inst.dest) {
+                (Op::Const(Const::Int(k)), Some((d, _))) => {
+                    consts.insert(*d, *k);
+                }
+                (Op::Binary(BinOp::Add, Type::I64, _, y), Some((d, _))) => {
+                    if let Some(&k) = consts.get(y) {
+                        out.push((k, safe.contains(d)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_loop_bounds_its_variable_where_nothing_writes_it_between() {
+        let m = module(
+            "fn f(n: i64, xs: List<i64>) -> i64 {\n    let i = 0\n    let t = 0\n    while i < n {\n        t += i\n        i += 1\n    }\n    for x in xs {\n        t += x\n    }\n    let j = 0\n    while j < 100 {\n        j = j * 2\n        j += 3\n    }\n    let k = 0\n    while k < 100 {\n        k += 1\n        k += 2\n    }\n    t + j + k\n}\n\nfn main() {\n    print(to_string(f(3, [1])))\n}\n",
+        );
+        // `i += 1` under `i < n`, the `for`'s index under its count: safe. `j += 3` after
+        // `j = j * 2`, and `k += 2` after `k += 1`: not. `t += …` adds no constant.
+        assert_eq!(
+            additions(&m, "f"),
+            [(1, true), (1, true), (3, false), (1, true), (2, false)]
+        );
     }
 
     #[test]
