@@ -169,12 +169,12 @@ pub(super) fn unfailing_checks(f: &Function) -> HashSet<u32> {
             let mut bounds = Bounds::ANY;
             let mut at = Some(lb);
             while let Some(b) = at {
-                for fact in &facts[b] {
+                for fact in facts[b].iter().filter(|fact| fact.local == l) {
                     let holds = match fact.since {
                         None => true,
                         Some(since) => unchanged(l, fact.branch, since, b, lb, li),
                     };
-                    if fact.local == l && holds {
+                    if holds {
                         bounds = bounds.and(fact.bounds);
                     }
                 }
