@@ -162,10 +162,9 @@ pub(super) fn unfailing_checks(f: &Function) -> HashSet<u32> {
             else {
                 continue;
             };
-            let (Some(&(l, lb, _)), Some(&c)) = (loads.get(x), consts.get(y)) else {
+            let (Some(&(l, lb, li)), Some(&c)) = (loads.get(x), consts.get(y)) else {
                 continue;
             };
-            let (lb, li) = (lb, loads[x].2);
             let mut bounds = Bounds::ANY;
             let mut at = Some(lb);
             while let Some(b) = at {
