@@ -114,12 +114,22 @@ pub fn parse(src: &str) -> Parse {
 }
 
 /// Parses a failed item again with pest's tracking of the tokens it tried, which makes
-/// the error message precise but costs over half the parse time when always on. The
-/// switch is process-wide; a concurrent parse only ever gains detail from it.
+/// the error message precise but costs over half the parse time when always on.
+///
+/// The switch is process-wide. A parse that is not looking for detail only gains it, but
+/// two detailed parses at once would race: the first to finish would switch detail off
+/// under the other, whose error would then be placed elsewhere (CI saw it as a chunked
+/// parse disagreeing with the whole one). So detailed parses take turns; errors are rare,
+/// and the turn costs nothing when no other thread is reporting one.
 fn detailed_error(item: &str) -> pest::error::Error<Rule> {
+    static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let turn = DETAIL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     pest::set_error_detail(true);
     let result = SapParser::parse(Rule::item_entry, item);
     pest::set_error_detail(false);
+    drop(turn);
     match result {
         Err(error) => error,
         Ok(_) => unreachable!("the same input parsed differently"),

@@ -249,3 +249,49 @@ proptest! {
         assert_chunked_parse_matches(&apply(&seeds[which % seeds.len()], &edits));
     }
 }
+
+/// Errors are placed the same when other threads are parsing broken programs at the same
+/// time. pest's switch for detailed errors is process-wide; CI once saw a chunked parse
+/// put an error 14 bytes from where the whole parse put it, because another test's
+/// thread switched detail off in the middle of it.
+#[test]
+fn errors_are_placed_the_same_under_concurrent_parses() {
+    let broken: Vec<String> = seed_programs()
+        .iter()
+        .enumerate()
+        .map(|(i, seed)| {
+            let edits = [test_support::mutate::Edit::Delete {
+                at: i * 7919,
+                len: 9,
+            }];
+            apply(seed, &edits)
+        })
+        .collect();
+    let expected: Vec<Vec<(&str, u32)>> = broken
+        .iter()
+        .map(|text| {
+            parse(text)
+                .diagnostics
+                .iter()
+                .map(|d| (d.code, d.span.start))
+                .collect()
+        })
+        .collect();
+    assert!(expected.iter().any(|d| !d.is_empty()), "no seed was broken");
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..50 {
+                    for (text, expected) in broken.iter().zip(&expected) {
+                        let got: Vec<_> = parse(text)
+                            .diagnostics
+                            .iter()
+                            .map(|d| (d.code, d.span.start))
+                            .collect();
+                        assert_eq!(&got, expected);
+                    }
+                }
+            });
+        }
+    });
+}
