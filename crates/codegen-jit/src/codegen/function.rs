@@ -165,24 +165,26 @@ pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpa
     inst_span.or(Some(f.span))
 }
 
-/// The length of the list in a local that `xs = push(xs, x)` appends to, as compiled
-/// code last saw it; `NOT_NATIVE` (no room) when the list is not native or not seen yet
-/// (a parameter), which sends the next append to the runtime. It stays true while the
-/// local holds the same list: only an append through this local can change a list it
-/// holds alone (anyone else's append finds the list shared and copies it); every
-/// assignment to the local and every append the runtime makes reads it again.
+/// The length, capacity and buffer of the list in a local that `xs = push(xs, x)`
+/// appends to, as compiled code last saw them; capacity 0 (no room) when the list is not
+/// native or not seen yet (a parameter), which sends the next append to the runtime. They
+/// stay true while the local holds the same list: only an append through this local can
+/// change a list it holds alone (anyone else's append finds the list shared and copies
+/// it); every assignment to the local and every append the runtime makes reads them
+/// again. An append in place then reads one word of the object, its reference count,
+/// and writes its length.
 ///
-/// Only the length is kept in a register: it is what each append reads and writes, and
-/// reading it back from memory would chain every iteration through a store and a load.
-/// The buffer and the capacity are read from the object (they change only when the
-/// runtime appends): a loop keeps its counters in the few callee-saved registers then.
+/// A capacity of 0 stands for "not native" too, so one comparison (`len < cap`) asks
+/// both. The three cost registers; an earlier version kept buffer and capacity this way
+/// while the loop budget lived across calls, and spilled. Now that every intrinsic call
+/// writes the budget back and reads it again, the list loop of the programs benchmark
+/// keeps all three without a spill (12 % fewer instructions than with the length alone).
 #[derive(Clone, Copy)]
 pub(super) struct Appender {
     pub(super) len: Variable,
+    pub(super) cap: Variable,
+    pub(super) items: Variable,
 }
-
-/// The length an `Appender` holds for a list that is not native.
-pub(super) const NOT_NATIVE: i64 = -1;
 
 impl<'a, 'b> FnCg<'a, 'b> {
     /// The address of pin `pin` (see `abi::Pin`): entry `i` of the running program's

@@ -5,7 +5,7 @@
 //!
 //! Two caches in registers, both sound because only the sole holder of a list may change
 //! it: a `for` loop's hidden list local keeps its buffer (`FnCg::buffers`), and a
-//! variable appended to keeps its list's length (`Appender`),
+//! variable appended to keeps its list's length, capacity and buffer (`Appender`),
 //! forgotten on every assignment and every append the runtime makes.
 
 use cranelift_codegen::ir as clif;
@@ -16,13 +16,13 @@ use cranelift_frontend::Variable;
 use ir::{Op, SrcSpan, Type};
 
 use super::I64;
-use super::function::{Appender, FnCg, NOT_NATIVE};
+use super::function::{Appender, FnCg};
 use crate::heap::layout;
 use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
-    /// Declares the register caches: the lengths of the lists in locals appended to in
-    /// place (not native at first), and the buffers of the lists `for` loops walk
+    /// Declares the register caches: the lengths, capacities and buffers of the lists in
+    /// locals appended to in place (no room at first), and the buffers of the lists `for` loops walk
     /// (`zero` at first).
     pub(super) fn declare_list_caches(&mut self, zero: clif::Value) {
         for block in &self.f.blocks {
@@ -33,9 +33,12 @@ impl FnCg<'_, '_> {
                     }
                     (Op::PushInPlace(local, _), _) if !self.appenders.contains_key(local) => {
                         let len = self.b.declare_var(I64);
-                        let not_native = self.iconst(NOT_NATIVE);
-                        self.b.def_var(len, not_native);
-                        self.appenders.insert(*local, Appender { len });
+                        let cap = self.b.declare_var(I64);
+                        let items = self.b.declare_var(I64);
+                        self.b.def_var(len, zero);
+                        self.b.def_var(cap, zero);
+                        self.b.def_var(items, zero);
+                        self.appenders.insert(*local, Appender { len, cap, items });
                     }
                     _ => {}
                 }
@@ -184,8 +187,8 @@ impl FnCg<'_, '_> {
     /// native, held by the variable alone and has room; otherwise the runtime appends
     /// (growing, copying a shared list, or converting one from the host).
     ///
-    /// The buffer, length and capacity of the variable's list are kept in registers (see
-    /// `Appender`), so a loop of appends does not read back the length it just stored.
+    /// The length, capacity and buffer of the variable's list are kept in registers (see
+    /// `Appender`): an append reads only the reference count from the object.
     pub(super) fn push_in_place(
         &mut self,
         local: u32,
@@ -198,18 +201,16 @@ impl FnCg<'_, '_> {
         let slow = self.b.create_block();
         let done = self.b.create_block();
         if let Some(cache) = self.appenders.get(&local).copied() {
-            // A list that is not native goes to the runtime first (see `Appender`); the
-            // capacity and the reference count are then those of a native list.
+            // A list that is not native has no room (see `Appender`) and goes to the
+            // runtime, which gives back a native one.
             let len = self.b.use_var(cache.len);
-            let native = self.b.ins().icmp_imm_s(IntCC::NotEqual, len, NOT_NATIVE);
-            self.continue_if(native, slow);
-            let cap = self.list_field(list, layout::CAP);
+            let cap = self.b.use_var(cache.cap);
             let room = self.b.ins().icmp(IntCC::UnsignedLessThan, len, cap);
             self.continue_if(room, slow);
             let count = self.list_field(list, layout::COUNT);
             let unique = self.b.ins().icmp_imm_s(IntCC::Equal, count, 1);
             self.continue_if(unique, slow);
-            let items = self.list_field(list, layout::ITEMS);
+            let items = self.b.use_var(cache.items);
             let offset = self.b.ins().ishl_imm_u(len, 3);
             let at = self.b.ins().iadd(items, offset);
             self.b.ins().store(MemFlags::trusted(), item, at, 0);
@@ -299,6 +300,10 @@ impl FnCg<'_, '_> {
     pub(super) fn see_native_list(&mut self, cache: Appender, list: clif::Value) {
         let len = self.list_field(list, layout::LEN);
         self.b.def_var(cache.len, len);
+        let cap = self.list_field(list, layout::CAP);
+        self.b.def_var(cache.cap, cap);
+        let items = self.list_field(list, layout::ITEMS);
+        self.b.def_var(cache.items, items);
     }
 
     /// The variable of `local` now holds `list`: its length, if it is native.
@@ -308,8 +313,9 @@ impl FnCg<'_, '_> {
         };
         let other = self.b.create_block();
         let done = self.b.create_block();
-        let not_native = self.iconst(NOT_NATIVE);
-        self.b.def_var(cache.len, not_native);
+        // No room until the list is known to be native.
+        let none = self.iconst(0);
+        self.b.def_var(cache.cap, none);
         self.when_native_list(list, other);
         self.see_native_list(cache, list);
         self.b.ins().jump(done, &[]);
