@@ -4,8 +4,10 @@
 
 use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::InstBuilder;
-use ir::{BinOp, SrcSpan};
+use cranelift_codegen::ir::condcodes::IntCC;
+use ir::{BinOp, Op, SrcSpan, Type};
 
+use super::counted::Bound;
 use super::function::{FnCg, span_of};
 use super::{I64, SLOW_PATHS};
 use crate::abi::{
@@ -278,5 +280,76 @@ impl FnCg<'_, '_> {
         let zero = self.iconst(0);
         self.call_env(Intr::Fail, &[d, zero, zero]);
         self.unwind(span);
+    }
+}
+
+/// Counted loops (`counted`): the budget paid on the way in.
+impl FnCg<'_, '_> {
+    /// On the jump from `block` into `header`, when it enters a counted loop: pays the
+    /// loop's budget and sets the value its header compares with.
+    pub(super) fn counted_entry(&mut self, block: usize, header: usize) {
+        let Some(&(c, paid)) = self.counted.get(&header) else {
+            return;
+        };
+        if c.entry != block {
+            return;
+        }
+        let var = self.iterations.expect("a function with loops");
+        let i0 = self.b.use_var(self.vars[c.var as usize]);
+        let bound = self.bound(c.bound);
+        let zero = self.iconst(0);
+        // How many times the body runs: `bound - i0`, or none (unsigned: the difference
+        // of two `i64`s fits in a `u64`).
+        let below = self.b.ins().icmp(IntCC::SignedLessThan, i0, bound);
+        let difference = self.b.ins().isub(bound, i0);
+        let trips = self.b.ins().select(below, difference, zero);
+        let left = self.b.use_var(var);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, trips, left);
+        // Short of budget, the body runs once more than it pays for: the iteration whose
+        // back edge finds none left.
+        let one_more = self.b.ins().iadd_imm_s(left, 1);
+        let runs = self.b.ins().select(short, one_more, trips);
+        let end = self.b.ins().iadd(i0, runs);
+        self.b.def_var(paid.end, end);
+        let short = self.b.ins().uextend(I64, short);
+        self.b.def_var(paid.short, short);
+        let cost = self.b.ins().umin(trips, left);
+        let rest = self.b.ins().isub(left, cost);
+        self.b.def_var(var, rest);
+    }
+
+    /// The header's comparison of a counted loop: with the value set on the way in.
+    pub(super) fn counted_compare(&mut self, op: &Op) -> Option<clif::Value> {
+        let Op::Binary(BinOp::Lt, Type::I64 | Type::I32, x, _) = op else {
+            return None;
+        };
+        let &(_, paid) = self
+            .counted
+            .values()
+            .find(|(c, _)| c.cond == self.current_dest)?;
+        let x = self.value(*x);
+        let end = self.b.use_var(paid.end);
+        let r = self.b.ins().icmp(IntCC::SignedLessThan, x, end);
+        Some(self.b.ins().uextend(I64, r))
+    }
+
+    /// At the start of the block a counted loop leaves to: when the budget was short,
+    /// the loop ran to the iteration whose back edge fails.
+    pub(super) fn counted_exit(&mut self, block: usize) {
+        let Some(&(c, paid)) = self.counted.values().find(|(c, _)| c.exit == block) else {
+            return;
+        };
+        let short = self.b.use_var(paid.short);
+        let left = self
+            .b
+            .use_var(self.iterations.expect("a function with loops"));
+        self.fail_if(short, FailKind::Iterations, Some(c.span), left, left);
+    }
+
+    fn bound(&mut self, bound: Bound) -> clif::Value {
+        match bound {
+            Bound::Const(k) => self.iconst(k),
+            Bound::Local(l) => self.b.use_var(self.vars[l as usize]),
+        }
     }
 }

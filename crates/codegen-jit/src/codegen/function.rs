@@ -12,6 +12,7 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData as MemFlags, StackSlotData
 use cranelift_frontend::{FunctionBuilder, Variable};
 use ir::{Const, Function, Module, Op, SrcSpan, Terminator, Type};
 
+use super::counted::Counted;
 use super::inline::{InlineScope, Inlined};
 use super::ownership::{borrowed_loads, cross_block_values};
 use super::{I64, PinTable};
@@ -65,6 +66,9 @@ pub(super) struct FnCg<'a, 'b> {
     pub(super) block: usize,
     /// Additions and subtractions whose overflow check cannot fail (`ranges`).
     pub(super) unfailing: HashSet<u32>,
+    /// The loops whose budget is paid on the way in, by header block (`counted`), each
+    /// with its variables (`Paid`).
+    pub(super) counted: HashMap<usize, (Counted, Paid)>,
     /// For a function with inlined copies: the deepest copy's level, and the function,
     /// whose plain twin takes the calls made with no more depth budget left than that.
     pub(super) twin: Option<(u32, u32)>,
@@ -179,6 +183,16 @@ pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpa
 /// while the loop budget lived across calls, and spilled. Now that every intrinsic call
 /// writes the budget back and reads it again, the list loop of the programs benchmark
 /// keeps all three without a spill (12 % fewer instructions than with the length alone).
+/// What a counted loop's entry (`counted`) leaves for the rest of it.
+#[derive(Clone, Copy)]
+pub(super) struct Paid {
+    /// The value the header compares the variable with instead of the bound.
+    pub(super) end: Variable,
+    /// 1 when the budget could not pay for every trip: leaving the loop is then the
+    /// error.
+    pub(super) short: Variable,
+}
+
 #[derive(Clone, Copy)]
 pub(super) struct Appender {
     pub(super) len: Variable,
@@ -238,6 +252,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             inlined,
             block: 0,
             unfailing: super::ranges::unfailing_checks(&inlined.function),
+            counted: HashMap::new(),
             twin: None,
         }
     }
@@ -379,6 +394,15 @@ impl<'a, 'b> FnCg<'a, 'b> {
         if has_loops {
             self.iterations = Some(self.b.declare_var(I64));
             self.reload_iterations();
+            for (header, counted) in super::counted::counted_loops(f) {
+                let paid = Paid {
+                    end: self.b.declare_var(I64),
+                    short: self.b.declare_var(I64),
+                };
+                self.b.def_var(paid.end, zero);
+                self.b.def_var(paid.short, zero);
+                self.counted.insert(header, (counted, paid));
+            }
         }
         // Recursion depth: the caller passes how many more nested calls the budget
         // allows; none left is an error, and callees get one fewer. Nothing is loaded
@@ -397,9 +421,13 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.block = bi;
             let mut temps: Vec<u32> = Vec::new();
             self.borrowed = borrowed_loads(block, &self.cross);
+            self.counted_exit(bi);
             for inst in &block.insts {
                 self.current_dest = inst.dest.as_ref().map_or(u32::MAX, |d| d.0);
-                let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
+                let result = match self.counted_compare(&inst.op) {
+                    Some(c) => Some(c),
+                    None => self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?,
+                };
                 if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
                     self.define(*id, ty, v);
                     if ty.is_heap() && !self.cross.contains_key(id) && !self.borrowed.contains(id) {
@@ -434,16 +462,21 @@ impl<'a, 'b> FnCg<'a, 'b> {
                 Terminator::Jump(t) | Terminator::Loop(t, _) => {
                     self.release_temps(&temps);
                     if let Terminator::Loop(_, span) = block.term {
-                        // Count the iteration against the budget: one fewer left.
-                        let var = self.iterations.expect("a function with loops");
-                        let left = self.b.use_var(var);
-                        let none = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
-                        self.fail_if(none, FailKind::Iterations, Some(span), left, left);
-                        let fewer = self.b.ins().iadd_imm_s(left, -1);
-                        self.b.def_var(var, fewer);
+                        if !self.counted.contains_key(&(*t as usize)) {
+                            // Count the iteration against the budget: one fewer left (a
+                            // counted loop paid its iterations on the way in).
+                            let var = self.iterations.expect("a function with loops");
+                            let left = self.b.use_var(var);
+                            let none = self.b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+                            self.fail_if(none, FailKind::Iterations, Some(span), left, left);
+                            let fewer = self.b.ins().iadd_imm_s(left, -1);
+                            self.b.def_var(var, fewer);
+                        }
                         if self.test_again(*t)? {
                             continue;
                         }
+                    } else {
+                        self.counted_entry(bi, *t as usize);
                     }
                     let target = self.blocks[*t as usize];
                     self.b.ins().jump(target, &[]);
@@ -514,7 +547,10 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
         for inst in &block.insts {
             self.current_dest = inst.dest.as_ref().map_or(u32::MAX, |d| d.0);
-            let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
+            let result = match self.counted_compare(&inst.op) {
+                Some(c) => Some(c),
+                None => self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?,
+            };
             if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
                 self.define(*id, ty, v);
             }

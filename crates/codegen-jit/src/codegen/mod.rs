@@ -22,6 +22,7 @@
 
 mod arith;
 mod calls;
+mod counted;
 mod function;
 mod inline;
 mod instructions;

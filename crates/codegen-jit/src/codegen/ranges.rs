@@ -286,7 +286,7 @@ fn split(op: BinOp, k: i64) -> (Bounds, Bounds) {
 }
 
 /// Each block's predecessors, in order, without repeats.
-fn predecessors(f: &Function) -> Vec<Vec<usize>> {
+pub(super) fn predecessors(f: &Function) -> Vec<Vec<usize>> {
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); f.blocks.len()];
     for (bi, block) in f.blocks.iter().enumerate() {
         for t in successors(&block.term) {
