@@ -166,7 +166,8 @@ fn counted(
                     }
                     increments += 1;
                 }
-                Op::Store(l, _) if Bound::Local(*l) == bound => return None,
+                Op::Store(l, _) | Op::Release(l) if Bound::Local(*l) == bound => return None,
+                Op::Release(l) if *l == var => return None,
                 Op::Const(_)
                 | Op::Load(_)
                 | Op::Store(..)

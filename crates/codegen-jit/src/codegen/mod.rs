@@ -15,6 +15,7 @@
 //! - `function.rs`: [`FnCg`](function::FnCg), one function's blocks and values;
 //! - `instructions.rs`: what each IR instruction becomes;
 //! - `calls.rs`: calls out of compiled code, budgets and error exits;
+//! - `counted.rs`: the loops whose iteration budget is paid on the way in;
 //! - `arith.rs`: arithmetic and comparisons;
 //! - `lists.rs`: native list operations and their register caches;
 //! - `ownership.rs`: reference counts in compiled code, and the loads that need none;
