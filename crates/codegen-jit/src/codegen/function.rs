@@ -169,6 +169,16 @@ pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpa
     inst_span.or(Some(f.span))
 }
 
+/// What a counted loop's entry (`counted`) leaves for the rest of it.
+#[derive(Clone, Copy)]
+pub(super) struct Paid {
+    /// The value the header compares the variable with instead of the bound.
+    pub(super) end: Variable,
+    /// 1 when the budget could not pay for every trip: leaving the loop is then the
+    /// error.
+    pub(super) short: Variable,
+}
+
 /// The length, capacity and buffer of the list in a local that `xs = push(xs, x)`
 /// appends to, as compiled code last saw them; capacity 0 (no room) when the list is not
 /// native or not seen yet (a parameter), which sends the next append to the runtime. They
@@ -183,16 +193,6 @@ pub(super) fn span_of(inst_span: Option<SrcSpan>, f: &Function) -> Option<SrcSpa
 /// while the loop budget lived across calls, and spilled. Now that every intrinsic call
 /// writes the budget back and reads it again, the list loop of the programs benchmark
 /// keeps all three without a spill (12 % fewer instructions than with the length alone).
-/// What a counted loop's entry (`counted`) leaves for the rest of it.
-#[derive(Clone, Copy)]
-pub(super) struct Paid {
-    /// The value the header compares the variable with instead of the bound.
-    pub(super) end: Variable,
-    /// 1 when the budget could not pay for every trip: leaving the loop is then the
-    /// error.
-    pub(super) short: Variable,
-}
-
 #[derive(Clone, Copy)]
 pub(super) struct Appender {
     pub(super) len: Variable,

@@ -22,8 +22,8 @@ use crate::intrinsics::Intr;
 
 impl FnCg<'_, '_> {
     /// Declares the register caches: the lengths, capacities and buffers of the lists in
-    /// locals appended to in place (no room at first), and the buffers of the lists `for` loops walk
-    /// (`zero` at first).
+    /// locals appended to in place (no room at first), and the buffers of the lists `for`
+    /// loops walk (`zero` at first).
     pub(super) fn declare_list_caches(&mut self, zero: clif::Value) {
         for block in &self.f.blocks {
             for inst in &block.insts {
@@ -306,7 +306,8 @@ impl FnCg<'_, '_> {
         self.b.def_var(cache.items, items);
     }
 
-    /// The variable of `local` now holds `list`: its length, if it is native.
+    /// The variable of `local` now holds `list`: its length, capacity and buffer, if it is
+    /// native.
     pub(super) fn see_appender_list(&mut self, local: u32, list: clif::Value) {
         let Some(cache) = self.appenders.get(&local).copied() else {
             return;
