@@ -66,6 +66,8 @@ impl FnCg<'_, '_> {
             }
             _ => {
                 if let Some((cc, _)) = cmp(op) {
+                    // A counted loop's header compares with where its budget runs out.
+                    let b = self.counted_end().unwrap_or(b);
                     let r = self.b.ins().icmp(cc, a, b);
                     return self.b.ins().uextend(I64, r);
                 }

@@ -5,7 +5,7 @@
 use cranelift_codegen::ir as clif;
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::ir::condcodes::IntCC;
-use ir::{BinOp, Op, SrcSpan, Type};
+use ir::{BinOp, SrcSpan};
 
 use super::counted::Bound;
 use super::function::{FnCg, span_of};
@@ -318,19 +318,12 @@ impl FnCg<'_, '_> {
         self.b.def_var(var, rest);
     }
 
-    /// The header's comparison of a counted loop: with the value set on the way in.
-    pub(super) fn counted_compare(&mut self, op: &Op) -> Option<clif::Value> {
-        let Op::Binary(BinOp::Lt, Type::I64 | Type::I32, x, _) = op else {
-            return None;
-        };
-        let &(_, paid) = self
-            .counted
-            .values()
-            .find(|(c, _)| c.cond == self.current_dest)?;
-        let x = self.value(*x);
-        let end = self.b.use_var(paid.end);
-        let r = self.b.ins().icmp(IntCC::SignedLessThan, x, end);
-        Some(self.b.ins().uextend(I64, r))
+    /// The value a counted loop's header compares its variable with, when the
+    /// instruction being compiled is that comparison.
+    pub(super) fn counted_end(&mut self) -> Option<clif::Value> {
+        let dest = self.current_dest;
+        let &(_, paid) = self.counted.values().find(|(c, _)| c.cond == dest)?;
+        Some(self.b.use_var(paid.end))
     }
 
     /// At the start of the block a counted loop leaves to: when the budget was short,

@@ -24,7 +24,8 @@
 //!   are arithmetic, locals, lists, structs, and the builtins `print`, `to_string`,
 //!   `len`, `push` and `set`.
 //!
-//! This module finds the loops; `calls.rs` writes their entries, headers and exits.
+//! This module finds the loops; `calls.rs` writes their entries and exits, and gives
+//! their headers' comparison (`arith.rs`) the value to compare with.
 
 use std::collections::{HashMap, HashSet};
 
@@ -49,8 +50,6 @@ pub(super) struct Counted {
     pub(super) cond: u32,
     /// The block whose `jump` enters the loop.
     pub(super) entry: usize,
-    /// The block whose `loop` goes back to the header.
-    pub(super) latch: usize,
     /// The block the header leaves to.
     pub(super) exit: usize,
     /// Where the back edge's iterations are reported.
@@ -198,7 +197,6 @@ fn counted(
         bound,
         cond,
         entry,
-        latch,
         exit,
         span,
     })

@@ -424,10 +424,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
             self.counted_exit(bi);
             for inst in &block.insts {
                 self.current_dest = inst.dest.as_ref().map_or(u32::MAX, |d| d.0);
-                let result = match self.counted_compare(&inst.op) {
-                    Some(c) => Some(c),
-                    None => self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?,
-                };
+                let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
                 if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
                     self.define(*id, ty, v);
                     if ty.is_heap() && !self.cross.contains_key(id) && !self.borrowed.contains(id) {
@@ -547,10 +544,7 @@ impl<'a, 'b> FnCg<'a, 'b> {
         }
         for inst in &block.insts {
             self.current_dest = inst.dest.as_ref().map_or(u32::MAX, |d| d.0);
-            let result = match self.counted_compare(&inst.op) {
-                Some(c) => Some(c),
-                None => self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?,
-            };
+            let result = self.inst(&inst.op, inst.span, inst.dest.as_ref().map(|d| &d.1))?;
             if let (Some((id, ty)), Some(v)) = (&inst.dest, result) {
                 self.define(*id, ty, v);
             }
